@@ -1,0 +1,238 @@
+"""BaseRLConfig: every setting of a run, with its reason, its validation and its derived values.
+
+A preset is a small subclass that overrides only what differs (see configs/adder.py). Each field
+is followed by a one-line docstring; `python rl/rl_ddp.py --help` prints them.
+"""
+
+import ast
+import inspect
+import math
+import os
+from dataclasses import dataclass, fields, replace, asdict
+
+
+class ConfigError(ValueError):
+    """A setting is invalid; the message is one line that says what is wrong and how to fix it."""
+
+
+@dataclass
+class BaseRLConfig:
+    # ---- task --------------------------------------------------------------------------------
+    task: str = "adder"
+    """operation to learn: a name registered in rl/math_env.py (adder, subtractor, multiplier)"""
+    ndigit: int = 3
+    """digits per operand; operands are drawn uniformly from 0 .. 10^ndigit - 1"""
+    reverse_answer: bool = True
+    """write the answer least-significant digit first, so carries flow in writing order"""
+    use_format: bool = True
+    """write the operator and '=' in the prompt ('123+045='); False gives bare digits ('123045')"""
+    test_fraction: float = 0.1
+    """share of all operand pairs held out for evaluation and never trained on"""
+    num_eval: int = 1000
+    """held-out problems in the evaluation set (all of them when the split has fewer)"""
+
+    # ---- model -------------------------------------------------------------------------------
+    n_layer: int = 4
+    """transformer blocks"""
+    n_head: int = 8
+    """attention heads per block; must divide n_embed"""
+    n_embed: int = 256
+    """width of the residual stream"""
+    n_position: int = 64
+    """position embeddings: the longest sequence the model can read (prompt + answer must fit)"""
+    dropout: float = 0.0
+    """dropout probability; 0 keeps the policy deterministic given its sampling RNG"""
+    bias: bool = False
+    """biases in Linear and LayerNorm layers (nanoGPT found none to be slightly better and faster)"""
+    tie_weights: bool = True
+    """share the token embedding with the output head"""
+    vocab_size: int = 0
+    """derived from the task (digits, operator, '=', end, pad); do not set"""
+    max_seq_len: int = 0
+    """derived from the task: prompt plus answer plus end token; do not set"""
+
+    # ---- warm start --------------------------------------------------------------------------
+    init_from: str = "sft"
+    """policy RL starts from: 'sft' (supervised warm start, cached in out_dir), 'scratch', or a file"""
+    sft_max_steps: int = 1000
+    """upper bound on supervised steps of the warm start"""
+    sft_batch_size: int = 256
+    """problems per supervised step (global, split across ranks)"""
+    sft_learning_rate: float = 1e-3
+    """peak learning rate of the warm start (linear warmup, then constant)"""
+    sft_warmup_steps: int = 50
+    """warm start steps of linear learning-rate warmup"""
+    sft_target_accuracy: float = 0.4
+    """stop the warm start once held-out greedy accuracy reaches this, leaving RL real work"""
+    sft_eval_interval: int = 10
+    """warm start steps between held-out checks of the stopping rule"""
+    sft_num_eval: int = 250
+    """held-out problems the stopping rule checks (a subset of the evaluation set keeps it cheap)"""
+
+    # ---- RL ----------------------------------------------------------------------------------
+    rl_algorithm: str = "reinforce"
+    """policy-gradient variant; 'reinforce' uses a moving-average baseline"""
+    rl_train_steps: int = 200
+    """optimizer steps of RL"""
+    rl_batch_size: int = 64
+    """prompts per step (global, split across ranks)"""
+    rl_rollout_size: int = 8
+    """answers sampled per prompt"""
+    rl_ga_steps: int = 2
+    """micro-batches per step (gradient accumulation); bounds memory, not the result"""
+    rl_temperature: float = 1.0
+    """sampling temperature of rollouts"""
+    baseline_momentum: float = 0.9
+    """baseline <- m * baseline + (1 - m) * mean reward of the step"""
+    rewards: str = "exact_match:1.0"
+    """rewards and weights, e.g. 'exact_match:1.0,format:0.1' (exact_match, digit_match, format)"""
+
+    # ---- optimizer ---------------------------------------------------------------------------
+    learning_rate: float = 1e-4
+    """peak learning rate of RL"""
+    min_lr_ratio: float = 0.1
+    """cosine decay ends at learning_rate * min_lr_ratio"""
+    warmup_steps: int = 10
+    """RL steps of linear learning-rate warmup before the cosine decay"""
+    weight_decay: float = 0.01
+    """AdamW weight decay on matrices (not on biases, norms or embeddings)"""
+    adam_beta1: float = 0.9
+    """AdamW beta1"""
+    adam_beta2: float = 0.99
+    """AdamW beta2"""
+    grad_clip: float = 1.0
+    """clip the global gradient norm to this; 0 disables"""
+
+    # ---- run ---------------------------------------------------------------------------------
+    seed: int = 1337
+    """seeds model init, problem streams and sampling; the held-out set never depends on it"""
+    out_dir: str = ""
+    """run folder for snapshots, warm start and metrics; empty means out/<config name>"""
+    eval_interval: int = 50
+    """RL steps between held-out evaluations (one also runs at the start and the end)"""
+    save_interval: int = 50
+    """RL steps between snapshots (one is also written at the end)"""
+    log_interval: int = 10
+    """RL steps between console lines"""
+    eval_batch_size: int = 500
+    """held-out problems decoded at once per rank"""
+    num_mistakes: int = 3
+    """wrong held-out answers printed at each evaluation"""
+    device: str = "auto"
+    """'auto' (CUDA when present, else CPU), 'cpu' or 'cuda'"""
+    wandb_project: str = "mathrl"
+    """wandb project name"""
+    wandb_run_name: str = ""
+    """wandb run name; empty means the config name"""
+
+    # Applied by --debug before explicit --key=value overrides: a run of well under a minute that
+    # goes through warm start, rollouts, updates, evaluation and snapshots.
+    DEBUG_OVERRIDES = dict(
+        sft_max_steps=30, sft_batch_size=64, sft_eval_interval=10, rl_train_steps=6, rl_batch_size=16,
+        rl_rollout_size=4, eval_interval=3, save_interval=3, log_interval=1, num_eval=200, sft_num_eval=100,
+        warmup_steps=2,
+    )
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def get_args_ready(self, debug: bool = False) -> "BaseRLConfig":
+        """Validate every field and return a copy with the derived fields filled in."""
+        from rl.math_env import OPERATIONS, MathEnvironment
+        from rl.math_reward import parse_reward_spec
+
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type is float and not (isinstance(value, (int, float)) and math.isfinite(value)):
+                raise ConfigError(f"{f.name} must be a finite number, got {value!r}")
+        positive = ["ndigit", "num_eval", "n_layer", "n_head", "n_embed", "n_position", "sft_batch_size",
+                    "sft_eval_interval", "sft_num_eval", "rl_batch_size", "rl_rollout_size", "rl_ga_steps", "eval_interval",
+                    "save_interval", "log_interval", "eval_batch_size", "learning_rate", "sft_learning_rate",
+                    "rl_temperature"]
+        for key in positive:
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"{key} must be positive, got {getattr(self, key)}")
+        non_negative = ["sft_max_steps", "sft_warmup_steps", "rl_train_steps", "warmup_steps", "weight_decay",
+                        "grad_clip", "num_mistakes", "seed"]
+        for key in non_negative:
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{key} must be zero or positive, got {getattr(self, key)}")
+        for key in ["dropout", "baseline_momentum", "min_lr_ratio", "adam_beta1", "adam_beta2"]:
+            if not 0.0 <= getattr(self, key) <= 1.0 or (key.startswith("adam") and getattr(self, key) == 1.0):
+                raise ConfigError(f"{key} must be in [0, 1{']' if not key.startswith('adam') else ')'}, got {getattr(self, key)}")
+        if not 0.0 <= self.sft_target_accuracy <= 1.0:
+            raise ConfigError(f"sft_target_accuracy must be in [0, 1], got {self.sft_target_accuracy}")
+        if self.task not in OPERATIONS:
+            raise ConfigError(f"unknown task {self.task!r}; known tasks: {', '.join(sorted(OPERATIONS))}")
+        if not 1 <= self.ndigit <= 9:
+            raise ConfigError(f"ndigit must be between 1 and 9, got {self.ndigit}")
+        if not 0.0 < self.test_fraction < 1.0:
+            raise ConfigError(f"test_fraction must be strictly between 0 and 1, got {self.test_fraction}")
+        if self.n_embed % self.n_head != 0:
+            raise ConfigError(f"n_embed={self.n_embed} is not divisible by n_head={self.n_head}; "
+                              f"pick n_head among {[h for h in range(1, 33) if self.n_embed % h == 0]}")
+        if self.rl_algorithm not in ("reinforce",):
+            raise ConfigError(f"unknown rl_algorithm {self.rl_algorithm!r}; known: reinforce")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ConfigError(f"device must be 'auto', 'cpu' or 'cuda', got {self.device!r}")
+        try:
+            parse_reward_spec(self.rewards)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        if self.vocab_size or self.max_seq_len:
+            raise ConfigError("vocab_size and max_seq_len are derived from the task; do not set them")
+        if (self.rl_batch_size * self.rl_rollout_size) % self.rl_ga_steps != 0:
+            raise ConfigError(f"rl_batch_size*rl_rollout_size={self.rl_batch_size * self.rl_rollout_size} "
+                              f"is not divisible by rl_ga_steps={self.rl_ga_steps}")
+        if self.init_from not in ("sft", "scratch") and not os.path.isfile(self.init_from):
+            raise ConfigError(f"init_from={self.init_from!r} is neither 'sft', 'scratch' nor an existing file")
+
+        env = MathEnvironment(self.task, self.ndigit, self.reverse_answer, self.use_format, self.test_fraction)
+        if env.seq_len > self.n_position:
+            raise ConfigError(f"{self.task} with ndigit={self.ndigit} needs {env.seq_len} positions "
+                              f"(prompt {env.prompt_len} + answer {env.answer_len}) but n_position={self.n_position}; "
+                              f"raise n_position to at least {env.seq_len}")
+        out_dir = self.out_dir or f"out/{self.name}{'-debug' if debug else ''}"
+        return replace(self, vocab_size=env.vocab_size, max_seq_len=env.seq_len, out_dir=out_dir)
+
+    def validate_world_size(self, world_size: int):
+        """Batches are global and split evenly across ranks."""
+        for key in ("rl_batch_size", "sft_batch_size"):
+            if getattr(self, key) % world_size != 0:
+                raise ConfigError(f"{key}={getattr(self, key)} is not divisible by the {world_size} processes; "
+                                  f"use a multiple of {world_size}")
+        local = self.rl_batch_size // world_size * self.rl_rollout_size
+        if local % self.rl_ga_steps != 0:
+            raise ConfigError(f"each of the {world_size} processes samples {local} answers per step, "
+                              f"which rl_ga_steps={self.rl_ga_steps} does not divide")
+
+    def model_args(self) -> dict:
+        keys = ("vocab_size", "n_position", "n_layer", "n_head", "n_embed", "dropout", "bias", "tie_weights")
+        return {k: getattr(self, k) for k in keys}
+
+    def task_args(self) -> dict:
+        """What defines the problems; a snapshot of another task cannot be resumed under this one."""
+        keys = ("task", "ndigit", "reverse_answer", "use_format", "test_fraction")
+        return {k: getattr(self, k) for k in keys}
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def __str__(self):
+        lines = [f"  {f.name} = {getattr(self, f.name)!r}" for f in fields(self)]
+        return f"{self.name}(\n" + "\n".join(lines) + "\n)"
+
+    @classmethod
+    def field_docs(cls) -> dict:
+        """{field: its one-line docstring}, read from the class bodies (subclass docs win)."""
+        docs = {}
+        for klass in reversed(cls.__mro__):
+            if not (isinstance(klass, type) and issubclass(klass, BaseRLConfig)):
+                continue
+            body = ast.parse(inspect.getsource(klass)).body[0].body
+            for stmt, nxt in zip(body, body[1:]):
+                if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                        and isinstance(nxt, ast.Expr) and isinstance(getattr(nxt, "value", None), ast.Constant)):
+                    docs[stmt.target.id] = str(nxt.value.value).strip()
+        return docs

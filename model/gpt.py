@@ -1,0 +1,185 @@
+"""The policy network: a small GPT (nanoGPT layout) with a KV cache for fast batched sampling.
+
+This file owns only the network. It knows nothing about arithmetic or RL: tokens in, logits out,
+and `generate`, which samples continuations of equal-length prompts.
+
+    model = GPT(GPTConfig(vocab_size=14, n_position=64))
+    logits = model(idx)                                       # (B, T) -> (B, T, V)
+    new = model.generate(idx, 5, temperature=1.0, end_token=11, pad_token=12)   # (B, 5)
+
+Layout as in GPT-2 / nanoGPT: pre-LayerNorm blocks, causal self-attention through
+`F.scaled_dot_product_attention`, a 4x GELU MLP, learned absolute position embeddings and
+(optionally) the token embedding tied to the output head.
+"""
+
+import math
+from dataclasses import dataclass, asdict
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int
+    n_position: int = 64
+    n_layer: int = 4
+    n_head: int = 8
+    n_embed: int = 256
+    dropout: float = 0.0
+    bias: bool = False
+    tie_weights: bool = True
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class KVCache:
+    """Preallocated keys and values of every layer, so decoding appends without reallocating.
+
+    k, v: (n_layer, B, n_head, T_max, head_dim). `pos` is how many positions are filled; all rows
+    share it because every prompt in a batch has the same length (the task format guarantees it).
+    """
+
+    def __init__(self, config: GPTConfig, batch_size: int, max_len: int, device, dtype):
+        shape = (config.n_layer, batch_size, config.n_head, max_len, config.n_embed // config.n_head)
+        self.k = torch.empty(shape, device=device, dtype=dtype)
+        self.v = torch.empty(shape, device=device, dtype=dtype)
+        self.pos = 0
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.n_head = config.n_head
+        self.c_attn = nn.Linear(config.n_embed, 3 * config.n_embed, bias=config.bias)
+        self.c_proj = nn.Linear(config.n_embed, config.n_embed, bias=config.bias)
+        self.dropout = config.dropout
+        self.resid_dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x, cache: KVCache = None, layer: int = 0):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        dropout_p = self.dropout if self.training else 0.0
+        if cache is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p)
+        else:
+            start, end = cache.pos, cache.pos + T
+            cache.k[layer, :, :, start:end] = k
+            cache.v[layer, :, :, start:end] = v
+            k, v = cache.k[layer, :, :, :end], cache.v[layer, :, :, :end]
+            # A prefill from an empty cache is an ordinary causal pass; a later single token may
+            # attend to everything already cached, so it needs no mask at all.
+            assert start == 0 or T == 1, "the cache takes a prompt, then one token at a time"
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=(start == 0 and T > 1))
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class MLP(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embed, 4 * config.n_embed, bias=config.bias)
+        self.c_proj = nn.Linear(4 * config.n_embed, config.n_embed, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(F.gelu(self.c_fc(x))))
+
+
+class Block(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embed, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embed, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x, cache=None, layer=0):
+        x = x + self.attn(self.ln_1(x), cache, layer)
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        if config.n_embed % config.n_head != 0:
+            raise ValueError(f"n_embed={config.n_embed} is not divisible by n_head={config.n_head}")
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embed)
+        self.wpe = nn.Embedding(config.n_position, config.n_embed)
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
+        self.ln_f = nn.LayerNorm(config.n_embed, bias=config.bias)
+        self.lm_head = nn.Linear(config.n_embed, config.vocab_size, bias=False)
+        if config.tie_weights:
+            self.lm_head.weight = self.wte.weight
+        self.apply(self._init_weights)
+        # GPT-2: scale the residual projections by 1/sqrt(2 * n_layer) so the residual stream's
+        # variance does not grow with depth.
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init_weights(module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, idx, cache: KVCache = None):
+        """idx (B, T) token ids -> logits (B, T, V). With a cache, idx continues what it holds."""
+        B, T = idx.shape
+        start = cache.pos if cache is not None else 0
+        if start + T > self.config.n_position:
+            raise ValueError(f"sequence of {start + T} tokens exceeds n_position={self.config.n_position}")
+        pos = torch.arange(start, start + T, device=idx.device)
+        x = self.drop(self.wte(idx) + self.wpe(pos))
+        for layer, block in enumerate(self.blocks):
+            x = block(x, cache, layer)
+        if cache is not None:
+            cache.pos += T
+        return self.lm_head(self.ln_f(x))
+
+    @torch.inference_mode()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, greedy=False,
+                 end_token=None, pad_token=None, generator=None, use_cache=True):
+        """Sample `max_new_tokens` continuations of the prompts idx (B, P); returns (B, max_new_tokens).
+
+        Rows that have emitted `end_token` are finished: their later positions are `pad_token`.
+        `greedy` takes the argmax; otherwise tokens are drawn from softmax(logits / temperature),
+        restricted to the `top_k` most likely when given. `generator` makes sampling reproducible.
+        The loop always runs max_new_tokens steps: a correct answer uses all of them anyway, and a
+        data-dependent early exit would cost a host/device sync per token on a GPU.
+        """
+        B, P = idx.shape
+        cache = KVCache(self.config, B, P + max_new_tokens, idx.device, self.wte.weight.dtype) if use_cache else None
+        finished = torch.zeros(B, dtype=torch.bool, device=idx.device)
+        out = torch.empty(B, max_new_tokens, dtype=idx.dtype, device=idx.device)
+        seq, step_input = idx, idx
+        for t in range(max_new_tokens):
+            logits = self(step_input, cache)[:, -1, :] if use_cache else self(seq)[:, -1, :]
+            if greedy:
+                next_token = logits.argmax(dim=-1)
+            else:
+                logits = logits.float() / temperature
+                if top_k is not None:
+                    kth = torch.topk(logits, min(top_k, logits.size(-1)), dim=-1).values[:, [-1]]
+                    logits = logits.masked_fill(logits < kth, float("-inf"))
+                probs = F.softmax(logits, dim=-1)
+                next_token = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+            if end_token is not None:
+                if pad_token is not None:
+                    next_token = next_token.masked_fill(finished, pad_token)
+                finished = finished | (next_token == end_token)
+            out[:, t] = next_token
+            step_input = next_token[:, None]
+            if not use_cache:
+                seq = torch.cat([seq, step_input], dim=1)
+        return out

@@ -1,0 +1,80 @@
+"""Process-group plumbing shared by the entry script, the warm start and the trainer.
+
+One code path serves `python rl/rl_ddp.py` (world size 1, no process group) and
+`torchrun --nproc_per_node=N rl/rl_ddp.py` (RANK, LOCAL_RANK and WORLD_SIZE in the environment).
+"""
+
+import os
+import sys
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass
+class DistInfo:
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def show_progress(self) -> bool:
+        """Progress bars on rank 0 in a terminal; in a log file they are only noise."""
+        return self.is_main and sys.stderr.isatty()
+
+
+def read_env() -> DistInfo:
+    """Ranks as torchrun sets them (world size 1 when run by plain python); no collective yet."""
+    return DistInfo(int(os.environ.get("RANK", 0)), int(os.environ.get("LOCAL_RANK", 0)),
+                    int(os.environ.get("WORLD_SIZE", 1)))
+
+
+def pick_device(requested: str, local_rank: int) -> torch.device:
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device='cuda' was asked for but CUDA is not available here; use --device=cpu")
+    if requested == "cuda" or (requested == "auto" and torch.cuda.is_available()):
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def init(info: DistInfo, device: torch.device) -> DistInfo:
+    """Join the process group (nccl on CUDA, gloo on CPU) when there is more than one process."""
+    info.device = device
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if info.distributed:
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    return info
+
+
+def cleanup(info: DistInfo):
+    if info.distributed and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
+    """Sum a tensor over ranks (a no-op for one process); returns a new tensor."""
+    t = t.clone()
+    if dist.is_available() and dist.is_initialized():
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t
+
+
+def barrier():
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain module inside a DistributedDataParallel wrapper (or the model itself)."""
+    return getattr(model, "module", model)

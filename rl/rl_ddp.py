@@ -1,0 +1,305 @@
+"""Train a tiny GPT on arithmetic with RL: the entry point, for one process or many.
+
+    python rl/rl_ddp.py --config_name AdderRLConfig                      # one process
+    torchrun --standalone --nproc_per_node=2 rl/rl_ddp.py --config_name AdderRLConfig
+    python rl/rl_ddp.py --config_name AdderRLConfig --debug --no_wandb   # under a minute
+    python rl/rl_ddp.py --config_name MultiplierRLConfig --learning_rate=3e-4 --resume=never
+    python rl/rl_ddp.py --help                                           # every field, with its reason
+
+Flags: --config_name NAME, --debug (a tiny run for checking that everything works), --no_wandb,
+--resume (default: continue from the newest snapshot in out_dir; --resume=never starts over,
+--resume=PATH loads that file), and --KEY=VALUE (or --KEY VALUE) for any config field.
+
+The story, top to bottom: parse and validate everything (before any collective, identically on
+every rank), join the process group, build the model, warm start or resume, then the RL loop
+(step, log, evaluate, snapshot), the final evaluation, cleanup.
+"""
+
+import json
+import os
+import sys
+from dataclasses import dataclass, fields
+
+if __package__ in (None, ""):  # run as a script (python rl/rl_ddp.py): make the repo root importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import difflib
+import math
+
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+from tqdm import tqdm
+
+from configs import get_config_class  # noqa: F401  (the original's API: from rl.rl_ddp import get_config_class)
+from configs.base import BaseRLConfig, ConfigError
+from model.gpt import GPT, GPTConfig
+from rl import dist
+from rl.logger import make_logger
+from rl.math_env import MathEnvironment
+from rl.math_trainer import MathRLTrainer
+from rl.snapshot import check_compatible, load_snapshot, save_atomic, snapshot_steps
+from rl.warm_start import init_policy
+
+FLAGS = ("config_name", "debug", "no_wandb", "resume", "help")
+
+
+@dataclass
+class CommandLine:
+    config_name: str = "AdderRLConfig"
+    debug: bool = False
+    no_wandb: bool = False
+    resume: str = ""  # "" = not given: auto, except under --debug where it means never
+    help: bool = False
+    overrides: dict = None
+
+
+def parse_command_line(argv: list) -> CommandLine:
+    """Split argv into the flags and raw --key=value overrides (typed later, per config class)."""
+    cli, overrides, i = CommandLine(), {}, 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-h", "--help"):
+            cli.help = True
+            i += 1
+            continue
+        if not arg.startswith("--") or arg == "--":
+            raise ConfigError(f"unexpected argument {arg!r}; options look like --key=value (see --help)")
+        key, has_value, value = arg[2:].partition("=")
+        key = key.replace("-", "_")
+        if key in ("debug", "no_wandb"):
+            if has_value:
+                raise ConfigError(f"--{key} takes no value")
+            setattr(cli, key, True)
+        elif key == "resume":
+            cli.resume = value if has_value else "auto"
+        else:
+            if not has_value:  # --key value
+                if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
+                    raise ConfigError(f"--{key} needs a value, e.g. --{key}=VALUE")
+                i += 1
+                value = argv[i]
+            if key == "config_name":
+                cli.config_name = value
+            else:
+                overrides[key] = value
+        i += 1
+    cli.overrides = overrides
+    return cli
+
+
+def parse_value(name: str, kind: type, text: str):
+    """Typed value of one --key=value override, or ConfigError saying what was expected."""
+    if kind is bool:
+        low = text.lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"--{name} expects true or false, got {text!r}")
+    if kind is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise ConfigError(f"--{name} expects an integer, got {text!r}") from None
+    if kind is float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ConfigError(f"--{name} expects a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise ConfigError(f"--{name} must be a finite number, got {text!r}")
+        return value
+    return text
+
+
+def build_config(cli: CommandLine) -> BaseRLConfig:
+    """Config class defaults, then --debug presets, then explicit overrides; validated and resolved."""
+    cls = get_config_class(cli.config_name)
+    kinds = {f.name: f.type for f in fields(cls)}
+    values = dict(cls.DEBUG_OVERRIDES) if cli.debug else {}
+    for key, text in cli.overrides.items():
+        if key not in kinds:
+            close = difflib.get_close_matches(key, list(kinds) + list(FLAGS), n=1)
+            hint = f"did you mean --{close[0]}? " if close else ""
+            raise ConfigError(f"unknown option --{key}; {hint}(--help lists every option)")
+        values[key] = parse_value(key, kinds[key], text)
+    return cls(**values).get_args_ready(debug=cli.debug)
+
+
+def print_help(cli: CommandLine):
+    try:
+        cls = get_config_class(cli.config_name)
+    except ConfigError:
+        cls = BaseRLConfig
+    print(__doc__.strip().split("\n\n")[1])
+    print(f"\nfields of {cls.__name__} (--KEY=VALUE; default shown):")
+    docs = cls.field_docs()
+    for f in fields(cls):
+        print(f"  --{f.name}={getattr(cls, f.name)!r}\n      {docs.get(f.name, '')}")
+
+
+def find_resume(cli: CommandLine, config: BaseRLConfig):
+    """(snapshot dict, path) to continue from, or (None, None) to start over."""
+    mode = cli.resume or ("never" if cli.debug else "auto")
+    if mode == "never":
+        return None, None
+    if mode == "auto":
+        found = snapshot_steps(config.out_dir)
+        if not found:
+            return None, None
+        path = found[-1][1]
+    else:
+        path = mode
+        if not os.path.isfile(path):
+            raise ConfigError(f"--resume={path}: no such file (use --resume=never to start over)")
+    snap = load_snapshot(path)
+    if snap.get("kind") != "rl_snapshot":
+        raise ConfigError(f"--resume={path} is not an RL snapshot; to start RL from its weights use --init_from={path}")
+    check_compatible(snap, path, config.model_args(), config.task_args())
+    return snap, path
+
+
+def check_writable(out_dir: str):
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        probe = os.path.join(out_dir, f".write_probe.{os.getpid()}")
+        with open(probe, "w") as f:
+            f.write("ok")
+        os.remove(probe)
+    except OSError as e:
+        raise ConfigError(f"cannot write to out_dir {out_dir!r} ({e.strerror}); pass --out_dir=<a writable folder>") from None
+
+
+def start_over(out_dir: str, print0):
+    """A fresh run replaces the old one's snapshots and metrics (the cached warm start stays)."""
+    old = snapshot_steps(out_dir)
+    for _, path in old:
+        os.remove(path)
+    metrics = os.path.join(out_dir, "metrics.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    if old:
+        print0(f"Starting over: removed {len(old)} old snapshot(s) from {out_dir}")
+
+
+def truncate_metrics(out_dir: str, step: int):
+    """Drop metric lines logged after the snapshot we resume from: they are about to be redone."""
+    path = os.path.join(out_dir, "metrics.jsonl")
+    if os.path.exists(path):
+        with open(path) as f:
+            kept = [line for line in f if json.loads(line)["step"] <= step]
+        with open(path, "w") as f:
+            f.writelines(kept)
+
+
+def eval_metrics(result) -> dict:
+    return {"eval/accuracy": result.accuracy, "eval/digit_accuracy": result.digit_accuracy}
+
+
+def main(argv=None) -> int:
+    # ---- config: everything validated before the first collective, the same way on every rank
+    info = dist.read_env()
+
+    def print0(*args, **kwargs):
+        if info.rank == 0:
+            tqdm.write(" ".join(str(a) for a in args), **kwargs)
+
+    try:
+        cli = parse_command_line(sys.argv[1:] if argv is None else argv)
+        if cli.help:
+            if info.rank == 0:
+                print_help(cli)
+            return 0
+        config = build_config(cli)
+        config.validate_world_size(info.world_size)
+        try:
+            device = dist.pick_device(config.device, info.local_rank)
+        except RuntimeError as e:
+            raise ConfigError(str(e)) from None
+        check_writable(config.out_dir)
+        snap, snap_path = find_resume(cli, config)
+    except ConfigError as e:
+        print0(f"error: {e}", file=sys.stderr)
+        return 2
+
+    # ---- distributed init, seed, model
+    info = dist.init(info, device)
+    try:
+        torch.manual_seed(config.seed)  # identical initial weights on every rank
+        env = MathEnvironment(config.task, config.ndigit, config.reverse_answer, config.use_format, config.test_fraction)
+        eval_a, eval_b = env.eval_operands(config.num_eval)
+        model = GPT(GPTConfig(**config.model_args())).to(info.device)
+        policy = DDP(model, device_ids=[info.local_rank] if info.device.type == "cuda" else None) if info.distributed else model
+        print0(str(config))
+        print0(f"{config.name}: {model.num_params() / 1e6:.2f}M parameters, {info.world_size} process(es) on "
+               f"{info.device.type}, {torch.get_num_threads()} thread(s) each, out_dir={config.out_dir}")
+        trainer = MathRLTrainer(config, env, policy, info, eval_a, eval_b)
+
+        # ---- warm start or resume
+        if snap is not None:
+            trainer.load_state_dict(snap)
+            print0(f"Resumed from {snap_path} at step {trainer.step}/{config.rl_train_steps}")
+            if info.is_main:
+                truncate_metrics(config.out_dir, trainer.step)
+        else:
+            if info.is_main:
+                start_over(config.out_dir, print0)
+            init_policy(config, env, policy, info, eval_a, eval_b, print0)
+        logger = make_logger(config, info.is_main, not cli.no_wandb, snap.get("wandb_run_id") if snap else None, print0)
+        if info.is_main:
+            with open(os.path.join(config.out_dir, "config.json"), "w") as f:
+                json.dump({"config_name": config.name, **config.to_dict()}, f, indent=2)
+
+        def save_snapshot():
+            if info.is_main:
+                path = os.path.join(config.out_dir, f"rl_snapshot_{trainer.step}.pt")
+                save_atomic({**trainer.state_dict(), "wandb_run_id": logger.run_id}, path)
+
+        def report_eval(result, prefix):
+            print0(f"{prefix}{result.summary()}")
+            for line in result.mistakes:
+                print0(f"  {line}")
+
+        if trainer.step == 0:
+            result = trainer.evaluate()
+            report_eval(result, "RL starts from ")
+            logger.log(eval_metrics(result), step=0)
+
+        # ---- the RL loop
+        result = None
+        bar = tqdm(total=config.rl_train_steps, initial=trainer.step, desc="RL", disable=not info.show_progress,
+                   dynamic_ncols=True)
+        while trainer.step < config.rl_train_steps:
+            metrics = trainer.train_step()
+            step = trainer.step
+            result = None
+            if step % config.eval_interval == 0 or step == config.rl_train_steps:
+                result = trainer.evaluate()
+                metrics.update(eval_metrics(result))
+            logger.log(metrics, step=step)
+            bar.update(1)
+            bar.set_postfix(reward=f"{metrics['train/avg_reward']:.3f}")
+            if step % config.log_interval == 0 or result is not None:
+                line = (f"Step {step}/{config.rl_train_steps} | Loss: {metrics['train/policy_loss']:.3f} | "
+                        f"Acc: {metrics['train/accuracy']:.3f} | Reward: {metrics['train/avg_reward']:.3f} | "
+                        f"LR: {metrics['train/lr']:.2e}")
+                print0(line + (f" | Eval: {result.accuracy:.4f}" if result is not None else ""))
+            if result is not None:
+                report_eval(result, f"Step {step}: ")
+            if step % config.save_interval == 0 or step == config.rl_train_steps:
+                save_snapshot()
+        bar.close()
+
+        # ---- final evaluation and cleanup
+        if result is None:
+            result = trainer.evaluate()
+        print0(f"Final held-out accuracy: {result.accuracy:.4f} ({result.num_problems} problems, greedy)")
+        logger.finish()
+        dist.barrier()
+    finally:
+        dist.cleanup(info)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""Random streams derived from (seed, rank, step, purpose).
+
+Each step's draws on each rank come from generators seeded afresh by `stream_seed`, so a run
+resumed at step s draws exactly what an uninterrupted run draws at step s (nothing replays, no
+RNG state has to travel in a snapshot), and every rank gets its own problems and samples.
+Model initialisation uses the plain `seed`, identical on every rank.
+"""
+
+import numpy as np
+import torch
+
+# purposes: a stream per kind of draw, so adding draws to one never shifts another
+PROBLEMS, SAMPLING, DROPOUT, SFT_PROBLEMS = 1, 2, 3, 4
+
+
+def stream_seed(seed: int, rank: int, step: int, purpose: int) -> int:
+    return int(np.random.SeedSequence([seed, rank, step, purpose]).generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
+
+
+def numpy_rng(seed: int, rank: int, step: int, purpose: int) -> np.random.Generator:
+    return np.random.default_rng(stream_seed(seed, rank, step, purpose))
+
+
+def torch_generator(seed: int, rank: int, step: int, purpose: int, device) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(stream_seed(seed, rank, step, purpose))
+
+
+def seed_dropout(seed: int, rank: int, step: int):
+    """Dropout draws from torch's global RNG; reseed it per step so resume reproduces it too."""
+    torch.manual_seed(stream_seed(seed, rank, step, DROPOUT))

@@ -1,0 +1,77 @@
+"""Snapshot files: atomic writing, safe loading, finding the newest, and building a model from one.
+
+A snapshot is one dict of plain types and tensors that loads with `weights_only=True`, so a file
+from elsewhere cannot run code. It carries `model_args`, so it can rebuild its own model: the one
+`load_snapshot` + `model_from_snapshot` pair serves resume, evaluation and sampling alike.
+
+    out/<config name>/rl_snapshot_{step}.pt   RL state (see MathRLTrainer.state_dict)
+    out/<config name>/warm_start.pt           the supervised warm start (see rl/warm_start.py)
+"""
+
+import os
+import re
+
+import torch
+
+from configs.base import ConfigError
+from model.gpt import GPT, GPTConfig
+
+SNAPSHOT_RE = re.compile(r"^rl_snapshot_(\d+)\.pt$")
+
+
+def save_atomic(obj: dict, path: str):
+    """Write to a temporary file beside `path`, fsync, then rename over it: a crash mid-write
+    leaves the previous file intact, never a truncated one."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def load_snapshot(path: str) -> dict:
+    """Load a snapshot or warm-start file on the CPU; ConfigError (one line) if it is not one."""
+    if not os.path.isfile(path):
+        raise ConfigError(f"snapshot {path} does not exist")
+    try:
+        snap = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # truncated, not a torch file, or holding objects we refuse to unpickle
+        raise ConfigError(f"snapshot {path} is unreadable ({type(e).__name__}); delete it or pass another file") from None
+    if not isinstance(snap, dict) or "model" not in snap or "model_args" not in snap:
+        raise ConfigError(f"{path} is not a MathRL snapshot (no model and model_args in it)")
+    return snap
+
+
+def snapshot_steps(out_dir: str) -> list:
+    """[(step, path)] of the RL snapshots in out_dir, oldest first."""
+    if not os.path.isdir(out_dir):
+        return []
+    found = [(int(m.group(1)), os.path.join(out_dir, name))
+             for name in os.listdir(out_dir) if (m := SNAPSHOT_RE.match(name))]
+    return sorted(found)
+
+
+def check_compatible(snap: dict, path: str, model_args: dict, task: dict):
+    """One line naming both shapes (or tasks) when a snapshot does not fit the config."""
+    def shape(args):
+        return ", ".join(f"{k}={args.get(k)}" for k in ("n_layer", "n_head", "n_embed", "n_position", "vocab_size"))
+    if snap["model_args"] != model_args:
+        raise ConfigError(f"{path} holds a model of {shape(snap['model_args'])} but the config asks for "
+                          f"{shape(model_args)}; use a matching config or --resume=never")
+    theirs = snap.get("task")
+    if theirs is not None and theirs != task:
+        raise ConfigError(f"{path} was trained on task {theirs} but the config is task {task}; "
+                          f"use a matching config or --resume=never")
+
+
+def model_from_snapshot(snap: dict) -> GPT:
+    model = GPT(GPTConfig(**snap["model_args"]))
+    model.load_state_dict(snap["model"])
+    return model
