@@ -95,7 +95,7 @@ class BaseRLConfig:
     warmup_steps: int = 10
     """RL steps of linear learning-rate warmup before the cosine decay"""
     weight_decay: float = 0.01
-    """AdamW weight decay on matrices (not on biases, norms or embeddings)"""
+    """AdamW weight decay on weight matrices and embeddings (not on biases or LayerNorm gains)"""
     adam_beta1: float = 0.9
     """AdamW beta1"""
     adam_beta2: float = 0.99

@@ -48,6 +48,11 @@ class KVCache:
         self.v = torch.empty(shape, device=device, dtype=dtype)
         self.pos = 0
 
+    def repeat_interleave(self, n: int):
+        """Copy each row n times (rows i*n ... i*n+n-1 continue row i): one prompt, n samples."""
+        if n > 1:
+            self.k, self.v = (t.repeat_interleave(n, dim=1) for t in (self.k, self.v))
+
 
 class CausalSelfAttention(nn.Module):
     def __init__(self, config: GPTConfig):
@@ -149,9 +154,12 @@ class GPT(nn.Module):
 
     @torch.inference_mode()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, greedy=False,
-                 end_token=None, pad_token=None, generator=None, use_cache=True):
-        """Sample `max_new_tokens` continuations of the prompts idx (B, P); returns (B, max_new_tokens).
+                 end_token=None, pad_token=None, generator=None, num_samples=1, use_cache=True):
+        """Sample `max_new_tokens` continuations of the prompts idx (B, P).
 
+        Returns (B * num_samples, max_new_tokens): num_samples continuations of each prompt, those of
+        prompt i in rows i*num_samples ... (i+1)*num_samples - 1. The prompts are read once and
+        their cache copied, instead of reading every copy of a prompt separately.
         Rows that have emitted `end_token` are finished: their later positions are `pad_token`.
         `greedy` takes the argmax; otherwise tokens are drawn from softmax(logits / temperature),
         restricted to the `top_k` most likely when given. `generator` makes sampling reproducible.
@@ -160,11 +168,13 @@ class GPT(nn.Module):
         """
         B, P = idx.shape
         cache = KVCache(self.config, B, P + max_new_tokens, idx.device, self.wte.weight.dtype) if use_cache else None
-        finished = torch.zeros(B, dtype=torch.bool, device=idx.device)
-        out = torch.empty(B, max_new_tokens, dtype=idx.dtype, device=idx.device)
-        seq, step_input = idx, idx
+        logits = self(idx, cache)[:, -1, :].repeat_interleave(num_samples, dim=0)
+        if use_cache:
+            cache.repeat_interleave(num_samples)
+        seq = idx.repeat_interleave(num_samples, dim=0)  # only read without a cache
+        finished = torch.zeros(B * num_samples, dtype=torch.bool, device=idx.device)
+        out = torch.empty(B * num_samples, max_new_tokens, dtype=idx.dtype, device=idx.device)
         for t in range(max_new_tokens):
-            logits = self(step_input, cache)[:, -1, :] if use_cache else self(seq)[:, -1, :]
             if greedy:
                 next_token = logits.argmax(dim=-1)
             else:
@@ -179,7 +189,10 @@ class GPT(nn.Module):
                     next_token = next_token.masked_fill(finished, pad_token)
                 finished = finished | (next_token == end_token)
             out[:, t] = next_token
-            step_input = next_token[:, None]
-            if not use_cache:
-                seq = torch.cat([seq, step_input], dim=1)
+            if t + 1 < max_new_tokens:
+                if use_cache:
+                    logits = self(next_token[:, None], cache)[:, -1, :]
+                else:
+                    seq = torch.cat([seq, next_token[:, None]], dim=1)
+                    logits = self(seq)[:, -1, :]
         return out

@@ -34,9 +34,11 @@ def answer_mask(generated: torch.Tensor, end_token: int) -> torch.Tensor:
     return ended_before == 0
 
 
-def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """log pi(token_t | prefix) for each position. logits (N, A, V), tokens (N, A) -> (N, A)."""
-    logp = F.log_softmax(logits.float(), dim=-1)
+def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """log pi(token_t | prefix) for each position. logits (N, A, V), tokens (N, A) -> (N, A).
+    Pass the sampling temperature so the log-probs are those of the policy that drew the tokens,
+    softmax(logits / temperature), and the update stays on-policy."""
+    logp = F.log_softmax(logits.float() / temperature, dim=-1)
     return logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
 
 

@@ -9,7 +9,8 @@ The algorithm is REINFORCE with a moving-average baseline, exactly:
      step b starts at that step's mean reward.
   4. Baseline. b <- m * b + (1 - m) * mean(r) over all samples of all ranks (m = baseline_momentum,
      0.9 by default), so every rank holds the same b.
-  5. Loss. -sum_{i,t} A_i * log pi(a_{i,t} | prompt_i, a_{i,<t}) / num_tokens, a token mean over the
+  5. Loss. -sum_{i,t} A_i * log pi(a_{i,t} | prompt_i, a_{i,<t}) / num_tokens, with pi the sampling
+     policy softmax(logits / rl_temperature), a token mean over the
      answer tokens the policy chose (up to and including its end token) of the whole step, all
      ranks and micro-batches together. On-policy: one update per rollout, so no ratio or clipping.
   6. Update. Gradients accumulated over rl_ga_steps micro-batches (DDP syncs only on the last),
@@ -79,15 +80,15 @@ class MathRLTrainer:
         Returns prompts (N, P), targets (N, A), generated (N, A) with N = local prompts * rollouts."""
         c, env, device = self.config, self.env, self.info.device
         a, b = env.sample_operands(self.local_prompts, seeding.numpy_rng(c.seed, self.info.rank, step, seeding.PROBLEMS))
-        prompts, targets = env.encode(a, b)
-        prompts = prompts.repeat_interleave(c.rl_rollout_size, dim=0).to(device)
-        targets = targets.repeat_interleave(c.rl_rollout_size, dim=0).to(device)
+        prompts, targets = (t.to(device) for t in env.encode(a, b))
         gen = seeding.torch_generator(c.seed, self.info.rank, step, seeding.SAMPLING, device)
         self.model.eval()  # no dropout while sampling: the rollout is the policy itself
-        generated = self.model.generate(prompts, env.answer_len, temperature=c.rl_temperature,
-                                        end_token=env.end_token, pad_token=env.pad_token, generator=gen)
+        generated = self.model.generate(prompts, env.answer_len, temperature=c.rl_temperature, end_token=env.end_token,
+                                        pad_token=env.pad_token, generator=gen, num_samples=c.rl_rollout_size)
         self.model.train()
-        return prompts, targets, generated.clone()  # an inference-mode tensor may not enter autograd
+        G = c.rl_rollout_size
+        # clone: an inference-mode tensor may not enter autograd
+        return prompts.repeat_interleave(G, dim=0), targets.repeat_interleave(G, dim=0), generated.clone()
 
     def train_step(self) -> dict:
         """One RL step (see the module docstring); returns its metrics, reduced over ranks."""
@@ -120,13 +121,13 @@ class MathRLTrainer:
             sync = nullcontext() if (last or not info.distributed) else self.policy.no_sync()
             with sync:
                 logits = self.policy(sequences[sl, :-1])[:, P - 1:]  # (n, A, V): predictions of the answer tokens
-                logp = token_logprobs(logits, generated[sl])
+                logp = token_logprobs(logits, generated[sl], c.rl_temperature)
                 loss = compute_policy_loss(logp, advantages[sl], mask[sl], num_tokens)
                 # DDP averages gradients over ranks; the loss is already normalised by the global
                 # token count, so scale by world_size to turn that average back into the sum.
                 (loss * info.world_size).backward()
             loss_sum += loss.detach()
-            entropy_sum += compute_entropy(logits.detach(), mask[sl])
+            entropy_sum += compute_entropy(logits.detach() / c.rl_temperature, mask[sl])
         max_norm = c.grad_clip if c.grad_clip > 0 else float("inf")
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
         lr = self.optimizer.param_groups[0]["lr"]

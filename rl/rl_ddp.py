@@ -18,6 +18,7 @@ every rank), join the process group, build the model, warm start or resume, then
 import json
 import os
 import sys
+import time
 from dataclasses import dataclass, fields
 
 if __package__ in (None, ""):  # run as a script (python rl/rl_ddp.py): make the repo root importable
@@ -236,6 +237,8 @@ def main(argv=None) -> int:
         trainer = MathRLTrainer(config, env, policy, info, eval_a, eval_b)
 
         # ---- warm start or resume
+        t_start = time.time()
+        init_info = {}
         if snap is not None:
             trainer.load_state_dict(snap)
             print0(f"Resumed from {snap_path} at step {trainer.step}/{config.rl_train_steps}")
@@ -244,7 +247,7 @@ def main(argv=None) -> int:
         else:
             if info.is_main:
                 start_over(config.out_dir, print0)
-            init_policy(config, env, policy, info, eval_a, eval_b, print0)
+            init_info = init_policy(config, env, policy, info, eval_a, eval_b, print0)
         logger = make_logger(config, info.is_main, not cli.no_wandb, snap.get("wandb_run_id") if snap else None, print0)
         if info.is_main:
             with open(os.path.join(config.out_dir, "config.json"), "w") as f:
@@ -260,18 +263,21 @@ def main(argv=None) -> int:
             for line in result.mistakes:
                 print0(f"  {line}")
 
+        start_accuracy = None
         if trainer.step == 0:
             result = trainer.evaluate()
+            start_accuracy = result.accuracy
             report_eval(result, "RL starts from ")
             logger.log(eval_metrics(result), step=0)
 
         # ---- the RL loop
-        result = None
+        result, first_step, train_seconds, t_rl = None, trainer.step, 0.0, time.time()
         bar = tqdm(total=config.rl_train_steps, initial=trainer.step, desc="RL", disable=not info.show_progress,
                    dynamic_ncols=True)
         while trainer.step < config.rl_train_steps:
             metrics = trainer.train_step()
             step = trainer.step
+            train_seconds += metrics["perf/step_seconds"]
             result = None
             if step % config.eval_interval == 0 or step == config.rl_train_steps:
                 result = trainer.evaluate()
@@ -294,6 +300,15 @@ def main(argv=None) -> int:
         if result is None:
             result = trainer.evaluate()
         print0(f"Final held-out accuracy: {result.accuracy:.4f} ({result.num_problems} problems, greedy)")
+        if info.is_main:  # what this invocation did, for rl/benchmark.py and for people
+            samples = (trainer.step - first_step) * config.rl_batch_size * config.rl_rollout_size
+            summary = {"config_name": config.name, "seed": config.seed, "start_accuracy": start_accuracy,
+                       "final_accuracy": result.accuracy, "final_digit_accuracy": result.digit_accuracy,
+                       "num_eval": result.num_problems, "rl_steps_run": trainer.step - first_step,
+                       "rl_seconds": time.time() - t_rl, "rl_samples_per_second": samples / max(train_seconds, 1e-9),
+                       "total_seconds": time.time() - t_start, "world_size": info.world_size, **init_info}
+            with open(os.path.join(config.out_dir, "summary.json"), "w") as f:
+                json.dump(summary, f, indent=2)
         logger.finish()
         dist.barrier()
     finally:

@@ -101,6 +101,8 @@ def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: d
         if step % config.sft_eval_interval == 0 or step == config.sft_max_steps:
             accuracy = evaluate(model, env, eval_a, eval_b, info, config.eval_batch_size, 0).accuracy
             bar.set_postfix(loss=f"{loss.item():.3f}", heldout_acc=f"{accuracy:.3f}")
+            if not info.show_progress and step % (5 * config.sft_eval_interval) == 0:  # a log file's progress
+                print0(f"Warm start step {step}/{config.sft_max_steps} | Loss: {loss.item():.3f} | Held-out: {accuracy:.3f}")
             if accuracy >= config.sft_target_accuracy:
                 break
     bar.close()
