@@ -8,7 +8,15 @@ import ast
 import inspect
 import math
 import os
-from dataclasses import dataclass, fields, replace, asdict
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Optional, Union, get_args, get_origin
+
+
+def field_type(f) -> type:
+    """int, float, bool or str: the type of a field, seen through Optional[...]."""
+    if get_origin(f.type) is Union:
+        return next(t for t in get_args(f.type) if t is not type(None))
+    return f.type
 
 
 class ConfigError(ValueError):
@@ -64,14 +72,14 @@ class BaseRLConfig:
     """warm start steps of linear learning-rate warmup"""
     sft_target_accuracy: float = 0.4
     """stop the warm start once held-out greedy accuracy reaches this, leaving RL real work"""
-    sft_eval_interval: int = 10
+    sft_eval_interval: int = 5
     """warm start steps between held-out checks of the stopping rule"""
     sft_num_eval: int = 250
     """held-out problems the stopping rule checks (a subset of the evaluation set keeps it cheap)"""
 
     # ---- RL ----------------------------------------------------------------------------------
     rl_algorithm: str = "reinforce"
-    """policy-gradient variant; 'reinforce' uses a moving-average baseline"""
+    """policy-gradient variant: reinforce (moving-average baseline), grpo, rloo, ppo or dapo"""
     rl_train_steps: int = 200
     """optimizer steps of RL"""
     rl_batch_size: int = 64
@@ -87,12 +95,36 @@ class BaseRLConfig:
     rewards: str = "exact_match:1.0"
     """rewards and weights, e.g. 'exact_match:1.0,format:0.1' (exact_match, digit_match, format)"""
 
+    # ---- algorithm details: None takes rl_algorithm's value (rl/algorithms.py, ALGORITHMS) ---
+    advantage_mode: Optional[str] = None
+    """none, baseline, group_mean, group_zscore, rloo or batch_zscore"""
+    loss_aggregation: Optional[str] = None
+    """token-mean, seq-mean-token-mean or seq-mean-token-sum-norm (Dr. GRPO)"""
+    ppo_epochs: Optional[int] = None
+    """passes over each rollout; more than one pass makes the update off-policy (PPO ratios)"""
+    ppo_minibatches: Optional[int] = None
+    """optimizer steps per pass over a rollout"""
+    clip_low: Optional[float] = None
+    """PPO clips the ratio below at 1 - clip_low"""
+    clip_high: Optional[float] = None
+    """PPO clips the ratio above at 1 + clip_high (DAPO's clip-higher raises it to 0.28)"""
+    dynamic_sampling: Optional[bool] = None
+    """drop prompt groups whose answers all got the same reward and refill with fresh prompts"""
+    dynamic_sampling_max_rounds: int = 4
+    """extra sampling rounds per step at most when refilling dropped groups"""
+    kl_coef: float = 0.0
+    """weight of the KL penalty to the frozen warm-start policy; 0 keeps no reference model"""
+    kl_estimator: str = "k3"
+    """KL estimator: k1, k2 or k3 (Schulman's approximations)"""
+    entropy_coef: float = 0.0
+    """weight of the entropy bonus"""
+
     # ---- optimizer ---------------------------------------------------------------------------
-    learning_rate: float = 1e-4
-    """peak learning rate of RL"""
+    learning_rate: float = 3e-4
+    """peak learning rate of RL (the original 1e-4 measured slower; 1e-3 collapses, see README)"""
     min_lr_ratio: float = 0.1
     """cosine decay ends at learning_rate * min_lr_ratio"""
-    warmup_steps: int = 10
+    warmup_steps: int = 20
     """RL steps of linear learning-rate warmup before the cosine decay"""
     weight_decay: float = 0.01
     """AdamW weight decay on weight matrices and embeddings (not on biases or LayerNorm gains)"""
@@ -112,6 +144,10 @@ class BaseRLConfig:
     """RL steps between held-out evaluations (one also runs at the start and the end)"""
     save_interval: int = 50
     """RL steps between snapshots (one is also written at the end)"""
+    keep_snapshots: int = 3
+    """newest snapshots kept in out_dir; older ones are deleted once a newer one is complete"""
+    max_bad_steps: int = 5
+    """stop after this many updates in a row skipped for a non-finite loss or gradient norm"""
     log_interval: int = 10
     """RL steps between console lines"""
     eval_batch_size: int = 500
@@ -120,6 +156,8 @@ class BaseRLConfig:
     """wrong held-out answers printed at each evaluation"""
     device: str = "auto"
     """'auto' (CUDA when present, else CPU), 'cpu' or 'cuda'"""
+    backend: str = "auto"
+    """process-group backend under torchrun: 'auto' (nccl on CUDA, gloo on CPU), 'gloo' or 'nccl'"""
     wandb_project: str = "mathrl"
     """wandb project name"""
     wandb_run_name: str = ""
@@ -139,22 +177,23 @@ class BaseRLConfig:
 
     def get_args_ready(self, debug: bool = False) -> "BaseRLConfig":
         """Validate every field and return a copy with the derived fields filled in."""
+        from rl.algorithms import ADVANTAGE_MODES, AGGREGATIONS, ALGORITHMS, KL_ESTIMATORS
         from rl.math_env import OPERATIONS, MathEnvironment
         from rl.math_reward import parse_reward_spec
 
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.type is float and not (isinstance(value, (int, float)) and math.isfinite(value)):
+            if field_type(f) is float and value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)):
                 raise ConfigError(f"{f.name} must be a finite number, got {value!r}")
         positive = ["ndigit", "num_eval", "n_layer", "n_head", "n_embed", "n_position", "sft_batch_size",
                     "sft_eval_interval", "sft_num_eval", "rl_batch_size", "rl_rollout_size", "rl_ga_steps", "eval_interval",
-                    "save_interval", "log_interval", "eval_batch_size", "learning_rate", "sft_learning_rate",
+                    "save_interval", "keep_snapshots", "max_bad_steps", "log_interval", "eval_batch_size", "learning_rate", "sft_learning_rate",
                     "rl_temperature"]
         for key in positive:
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key} must be positive, got {getattr(self, key)}")
         non_negative = ["sft_max_steps", "sft_warmup_steps", "rl_train_steps", "warmup_steps", "weight_decay",
-                        "grad_clip", "num_mistakes", "seed"]
+                        "grad_clip", "num_mistakes", "seed", "kl_coef", "entropy_coef", "dynamic_sampling_max_rounds"]
         for key in non_negative:
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key} must be zero or positive, got {getattr(self, key)}")
@@ -172,10 +211,28 @@ class BaseRLConfig:
         if self.n_embed % self.n_head != 0:
             raise ConfigError(f"n_embed={self.n_embed} is not divisible by n_head={self.n_head}; "
                               f"pick n_head among {[h for h in range(1, 33) if self.n_embed % h == 0]}")
-        if self.rl_algorithm not in ("reinforce",):
-            raise ConfigError(f"unknown rl_algorithm {self.rl_algorithm!r}; known: reinforce")
+        if self.rl_algorithm not in ALGORITHMS:
+            raise ConfigError(f"unknown rl_algorithm {self.rl_algorithm!r}; known: {', '.join(ALGORITHMS)}")
+        resolved = {k: v if getattr(self, k) is None else getattr(self, k) for k, v in ALGORITHMS[self.rl_algorithm].items()}
+        for key, known in (("advantage_mode", ADVANTAGE_MODES), ("loss_aggregation", AGGREGATIONS),
+                           ("kl_estimator", KL_ESTIMATORS)):
+            value = resolved.get(key, getattr(self, key))
+            if value not in known:
+                raise ConfigError(f"unknown {key} {value!r}; known: {', '.join(known)}")
+        for key in ("ppo_epochs", "ppo_minibatches"):
+            if resolved[key] <= 0:
+                raise ConfigError(f"{key} must be positive, got {resolved[key]}")
+        for key in ("clip_low", "clip_high"):
+            if not (math.isfinite(resolved[key]) and resolved[key] > 0):
+                raise ConfigError(f"{key} must be a positive finite number, got {resolved[key]}")
+        if resolved["advantage_mode"] == "rloo" and self.rl_rollout_size < 2:
+            raise ConfigError("advantage_mode=rloo needs rl_rollout_size >= 2 (a baseline from the other answers)")
+        if resolved["advantage_mode"] == "group_zscore" and self.rl_rollout_size < 2:
+            raise ConfigError("advantage_mode=group_zscore needs rl_rollout_size >= 2 (a std over the group)")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ConfigError(f"device must be 'auto', 'cpu' or 'cuda', got {self.device!r}")
+        if self.backend not in ("auto", "gloo", "nccl"):
+            raise ConfigError(f"backend must be 'auto', 'gloo' or 'nccl', got {self.backend!r}")
         try:
             parse_reward_spec(self.rewards)
         except ValueError as e:
@@ -194,7 +251,7 @@ class BaseRLConfig:
                               f"(prompt {env.prompt_len} + answer {env.answer_len}) but n_position={self.n_position}; "
                               f"raise n_position to at least {env.seq_len}")
         out_dir = self.out_dir or f"out/{self.name}{'-debug' if debug else ''}"
-        return replace(self, vocab_size=env.vocab_size, max_seq_len=env.seq_len, out_dir=out_dir)
+        return replace(self, vocab_size=env.vocab_size, max_seq_len=env.seq_len, out_dir=out_dir, **resolved)
 
     def validate_world_size(self, world_size: int):
         """Batches are global and split evenly across ranks."""

@@ -47,14 +47,37 @@ def pick_device(requested: str, local_rank: int) -> torch.device:
     return torch.device("cpu")
 
 
-def init(info: DistInfo, device: torch.device) -> DistInfo:
-    """Join the process group (nccl on CUDA, gloo on CPU) when there is more than one process."""
+def pick_backend(requested: str, device: torch.device) -> str:
+    if requested == "nccl" and device.type != "cuda":
+        raise RuntimeError("backend='nccl' needs CUDA, which this run does not use; use --backend=gloo (or auto)")
+    if requested == "auto":
+        return "nccl" if device.type == "cuda" else "gloo"
+    return requested
+
+
+def init(info: DistInfo, device: torch.device, backend: str) -> DistInfo:
+    """Join the process group when there is more than one process."""
     info.device = device
     if device.type == "cuda":
         torch.cuda.set_device(device)
     if info.distributed:
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+        if restart is not None and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+            # Workers share the torchrun agent's store across restarts; without a prefix per
+            # attempt, a restarted rank can read the address a dead worker published and wait
+            # on it until gloo times out. Keys of attempt k live under attempt_k/.
+            agent_store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), info.world_size,
+                                        is_master=False)
+            store = dist.PrefixStore(f"mathrl/attempt_{restart}", agent_store)
+            dist.init_process_group(backend=backend, store=store, rank=info.rank, world_size=info.world_size)
+        else:
+            dist.init_process_group(backend=backend)
     return info
+
+
+def any_rank(flag: bool, device) -> bool:
+    """True on every rank if `flag` is True on any rank: how ranks agree to skip or to stop."""
+    return all_reduce_sum(torch.tensor([float(flag)], device=device)).item() > 0
 
 
 def cleanup(info: DistInfo):

@@ -19,6 +19,10 @@ from model.gpt import GPT, GPTConfig
 SNAPSHOT_RE = re.compile(r"^rl_snapshot_(\d+)\.pt$")
 
 
+class SnapshotWriteError(RuntimeError):
+    """A snapshot could not be written (a full disk, say); the previous one is intact."""
+
+
 def save_atomic(obj: dict, path: str):
     """Write to a temporary file beside `path`, fsync, then rename over it: a crash mid-write
     leaves the previous file intact, never a truncated one."""
@@ -43,7 +47,7 @@ def load_snapshot(path: str) -> dict:
     try:
         snap = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # truncated, not a torch file, or holding objects we refuse to unpickle
-        raise ConfigError(f"snapshot {path} is unreadable ({type(e).__name__}); delete it or pass another file") from None
+        raise ConfigError(f"snapshot {path} is unreadable ({type(e).__name__}: {str(e).splitlines()[0][:80]})") from None
     if not isinstance(snap, dict) or "model" not in snap or "model_args" not in snap:
         raise ConfigError(f"{path} is not a MathRL snapshot (no model and model_args in it)")
     return snap
@@ -56,6 +60,23 @@ def snapshot_steps(out_dir: str) -> list:
     found = [(int(m.group(1)), os.path.join(out_dir, name))
              for name in os.listdir(out_dir) if (m := SNAPSHOT_RE.match(name))]
     return sorted(found)
+
+
+def prune_snapshots(out_dir: str, keep: int):
+    """Delete all but the newest `keep` snapshots; called only after a new one is complete."""
+    for _, path in snapshot_steps(out_dir)[:-keep]:
+        os.remove(path)
+
+
+def newest_valid_snapshot(out_dir: str, warn):
+    """(snapshot, path) of the newest snapshot in out_dir that loads, or (None, None) if none does.
+    An unreadable newer one (truncated by a full disk, say) is skipped with a one-line warning."""
+    for _, path in reversed(snapshot_steps(out_dir)):
+        try:
+            return load_snapshot(path), path
+        except ConfigError as e:
+            warn(f"warning: {e}; falling back to the previous snapshot")
+    return None, None
 
 
 def check_compatible(snap: dict, path: str, model_args: dict, task: dict):

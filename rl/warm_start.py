@@ -31,9 +31,10 @@ def fingerprint(config: BaseRLConfig) -> dict:
     return {**{k: getattr(config, k) for k in FINGERPRINT_KEYS}, **config.model_args()}
 
 
-def init_policy(config: BaseRLConfig, env: MathEnvironment, policy, info: dist.DistInfo, eval_a, eval_b, print0) -> dict:
+def init_policy(config: BaseRLConfig, env: MathEnvironment, policy, info: dist.DistInfo, eval_a, eval_b, print0,
+                should_stop=lambda: False):
     """Load or train the weights RL starts from into `policy` (possibly DDP-wrapped); returns what
-    to log about it."""
+    to log about it, or None if `should_stop()` interrupted the warm start (nothing is saved then)."""
     model = dist.unwrap(policy)
     if config.init_from == "scratch":
         print0("Init: random weights (init_from=scratch); expect near-zero exact-match reward")
@@ -56,8 +57,11 @@ def init_policy(config: BaseRLConfig, env: MathEnvironment, policy, info: dist.D
                     "warm_start_seconds": snap["seconds"]}
         print0(f"Warm start: {path} was made with other settings; training a new one")
 
-    steps, accuracy, seconds = train_warm_start(config, env, policy, info, eval_a[: config.sft_num_eval],
-                                                eval_b[: config.sft_num_eval], print0)
+    outcome = train_warm_start(config, env, policy, info, eval_a[: config.sft_num_eval], eval_b[: config.sft_num_eval],
+                               print0, should_stop)
+    if outcome is None:
+        return None
+    steps, accuracy, seconds = outcome
     if info.is_main:
         save_atomic({"kind": "warm_start", "model": model.state_dict(), "model_args": config.model_args(),
                      "task": config.task_args(), "fingerprint": fingerprint(config), "steps": steps,
@@ -66,9 +70,10 @@ def init_policy(config: BaseRLConfig, env: MathEnvironment, policy, info: dist.D
     return {"init_from": "sft", "warm_start_cached": False, "warm_start_steps": steps, "warm_start_seconds": seconds}
 
 
-def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: dist.DistInfo, eval_a, eval_b, print0):
+def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: dist.DistInfo, eval_a, eval_b, print0,
+                     should_stop=lambda: False):
     """Teacher-forced training on the train split until the held-out check reaches the target.
-    Returns (steps taken, last checked accuracy, seconds)."""
+    Returns (steps taken, last checked accuracy, seconds), or None if should_stop() said so."""
     t0 = time.time()
     model = dist.unwrap(policy)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.sft_learning_rate, weight_decay=config.weight_decay,
@@ -98,6 +103,9 @@ def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: d
         scheduler.step()
         step += 1
         bar.update(1)
+        if should_stop():
+            bar.close()
+            return None
         if step % config.sft_eval_interval == 0 or step == config.sft_max_steps:
             accuracy = evaluate(model, env, eval_a, eval_b, info, config.eval_batch_size, 0).accuracy
             bar.set_postfix(loss=f"{loss.item():.3f}", heldout_acc=f"{accuracy:.3f}")

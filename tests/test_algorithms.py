@@ -1,12 +1,15 @@
-"""Advantages, baseline, masking, loss values and gradients against hand computation.
+"""The policy-gradient functions against values computed by hand and against the published formulas.
 Run: python -m pytest tests/test_algorithms.py"""
 
 import math
 
+import pytest
 import torch
 
-from rl.algorithms import (answer_mask, compute_advantages, compute_entropy, compute_policy_loss, token_logprobs,
-                           update_baseline)
+from rl.algorithms import (ALGORITHMS, aggregate, answer_mask, compute_advantages, compute_entropy, compute_kl,
+                           compute_policy_loss, token_logprobs, update_baseline)
+
+R = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0])  # two prompts, G = 4 answers each
 
 
 def test_baseline_moving_average():
@@ -16,8 +19,33 @@ def test_baseline_moving_average():
     assert update_baseline(0.5, 1.0, 0.0) == 1.0
 
 
-def test_advantages_subtract_the_baseline():
-    assert torch.allclose(compute_advantages(torch.tensor([1.0, 0.0, 1.0]), 0.25), torch.tensor([0.75, -0.25, 0.75]))
+@pytest.mark.parametrize("mode,expected", [
+    ("none", [1, 0, 0, 1, 1, 1, 1, 1]),
+    ("group_mean", [0.5, -0.5, -0.5, 0.5, 0, 0, 0, 0]),
+    # group 1: mean 0.5, unbiased std sqrt(4 * 0.25 / 3) = 0.57735; group 2: std 0 -> 0 / 1e-4 = 0
+    ("group_zscore", [0.5 / (0.5773503 + 1e-4), -0.5 / (0.5773503 + 1e-4)] * 1 + [-0.5 / (0.5773503 + 1e-4),
+                                                                                  0.5 / (0.5773503 + 1e-4), 0, 0, 0, 0]),
+    # r_0 = 1, the others average 1/3: 2/3; r_1 = 0, the others average 2/3: -2/3
+    ("rloo", [2 / 3, -2 / 3, -2 / 3, 2 / 3, 0, 0, 0, 0]),
+])
+def test_advantage_modes_by_hand(mode, expected):
+    assert torch.allclose(compute_advantages(R, 4, mode), torch.tensor(expected, dtype=torch.float32), atol=1e-5)
+
+
+def test_baseline_and_batch_zscore_advantages():
+    assert torch.allclose(compute_advantages(R, 4, "baseline", baseline=0.25), R - 0.25)
+    # mean 0.75; unbiased variance (6 * 0.25^2 + 2 * 0.75^2) / 7 = 1.5 / 7
+    std = math.sqrt(1.5 / 7)
+    assert torch.allclose(compute_advantages(R, 4, "batch_zscore"), (R - 0.75) / (std + 1e-4), atol=1e-6)
+    # global statistics from other ranks win over this rank's
+    assert torch.allclose(compute_advantages(R, 4, "batch_zscore", batch_mean=0.5, batch_std=2.0), (R - 0.5) / 2.0001)
+
+
+def test_rloo_is_the_leave_one_out_mean():
+    torch.manual_seed(0)
+    r, G = torch.rand(12), 4
+    loo = torch.stack([r[i] - torch.cat([r[(i // G) * G:i], r[i + 1:(i // G + 1) * G]]).mean() for i in range(12)])
+    assert torch.allclose(compute_advantages(r, G, "rloo"), loo, atol=1e-6)
 
 
 def test_mask_keeps_tokens_up_to_the_first_end():
@@ -27,33 +55,92 @@ def test_mask_keeps_tokens_up_to_the_first_end():
     assert torch.equal(answer_mask(generated, END), expected)
 
 
-def test_token_logprobs_pick_the_chosen_token():
+def test_token_logprobs_pick_the_chosen_token_at_the_sampling_temperature():
     logits = torch.tensor([[[0.0, math.log(3.0)], [math.log(2.0), 0.0]]])  # probs (1/4, 3/4), (2/3, 1/3)
-    logp = token_logprobs(logits, torch.tensor([[1, 1]]))
-    assert torch.allclose(logp, torch.tensor([[math.log(0.75), math.log(1 / 3)]]))
+    assert torch.allclose(token_logprobs(logits, torch.tensor([[1, 1]])), torch.tensor([[math.log(0.75), math.log(1 / 3)]]))
+    # at temperature 2 the first position is softmax(0, log(3)/2) = (1, sqrt 3) / (1 + sqrt 3)
+    hot = token_logprobs(logits, torch.tensor([[1, 1]]), temperature=2.0)
+    assert math.isclose(hot[0, 0].item(), math.log(math.sqrt(3) / (1 + math.sqrt(3))), rel_tol=1e-6)
 
 
-def test_policy_loss_value_and_gradient_by_hand():
+# ---- aggregation -------------------------------------------------------------------------------
+V = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+M = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+
+
+def test_aggregations_by_hand():
+    agg = lambda mode, **kw: pytest.approx(aggregate(V, M, mode, **kw).item(), rel=1e-6)
+    assert agg("token-mean") == (1 + 2 + 3 + 4) / 4
+    assert agg("seq-mean-token-mean") == (6 / 3 + 4 / 1) / 2
+    assert agg("seq-mean-token-sum-norm") == 10 / (2 * 3)
+    assert agg("seq-mean-token-sum-norm", max_len=5) == 10 / (2 * 5)
+    # counts of the whole step replace this call's
+    assert agg("token-mean", num_tokens=8) == 10 / 8
+    assert agg("seq-mean-token-mean", num_sequences=4) == 6 / 4
+    with pytest.raises(ValueError, match="unknown loss aggregation 'mean'"):
+        aggregate(V, M, "mean")
+
+
+def test_aggregations_agree_when_every_answer_has_the_full_length():
+    torch.manual_seed(1)
+    values, full = torch.randn(6, 5), torch.ones(6, 5)
+    token = aggregate(values, full, "token-mean")
+    assert torch.allclose(token, aggregate(values, full, "seq-mean-token-mean"))
+    assert torch.allclose(token, aggregate(values, full, "seq-mean-token-sum-norm"))
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
+def test_micro_batches_sum_to_the_full_batch(mode):
+    torch.manual_seed(0)
+    logp, adv = -torch.rand(8, 5), torch.randn(8)
+    mask = (torch.rand(8, 5) > 0.3).float()
+    mask[:, 0] = 1
+    norm = dict(num_tokens=mask.sum().item(), num_sequences=8, max_len=5)
+    full, _ = compute_policy_loss(logp, None, adv, mask, aggregation=mode, **norm)
+    parts = sum(compute_policy_loss(logp[i:i + 2], None, adv[i:i + 2], mask[i:i + 2], aggregation=mode, **norm)[0]
+                for i in range(0, 8, 2))
+    assert torch.allclose(full, parts)
+
+
+# ---- policy loss -------------------------------------------------------------------------------
+def test_plain_policy_gradient_value_and_gradient_by_hand():
     # Two answers: A = (+1, -0.5); the second ended after 1 token, so 3 tokens count in all.
     logp = torch.tensor([[-0.1, -0.2], [-0.3, -0.4]], requires_grad=True)
     adv = torch.tensor([1.0, -0.5])
     mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
-    loss = compute_policy_loss(logp, adv, mask, num_tokens=3)
+    loss, stats = compute_policy_loss(logp, None, adv, mask, aggregation="token-mean", num_tokens=3)
     # -( 1*(-0.1) + 1*(-0.2) + (-0.5)*(-0.3) ) / 3 = -(-0.3 + 0.15) / 3 = 0.05
     assert math.isclose(loss.item(), 0.05, rel_tol=1e-6)
     loss.backward()
     # d loss / d logp_it = -A_i * mask_it / 3
     assert torch.allclose(logp.grad, torch.tensor([[-1 / 3, -1 / 3], [0.5 / 3, 0.0]]))
+    assert stats["clip_low"] == 0 and stats["clip_high"] == 0 and stats["ratio_sum"] == 3 and stats["tokens"] == 3
 
 
-def test_micro_batches_sum_to_the_full_batch_loss():
-    torch.manual_seed(0)
-    logp, adv = -torch.rand(8, 5), torch.randn(8)
-    mask = torch.rand(8, 5) > 0.3
-    n = mask.sum().item()
-    full = compute_policy_loss(logp, adv, mask, n)
-    parts = sum(compute_policy_loss(logp[i:i + 2], adv[i:i + 2], mask[i:i + 2], n) for i in range(0, 8, 2))
-    assert torch.allclose(full, parts)
+def test_ppo_clipped_surrogate_by_hand():
+    # ratios 1.5, 0.5, 1.1 with advantages +1, -1, +1; clip range [0.8, 1.28]
+    old = torch.zeros(3, 1)
+    logp = torch.log(torch.tensor([[1.5], [0.5], [1.1]])).requires_grad_(True)
+    adv = torch.tensor([1.0, -1.0, 1.0])
+    loss, stats = compute_policy_loss(logp, old, adv, torch.ones(3, 1), clip_low=0.2, clip_high=0.28)
+    # token 1: min(1.5, 1.28) * 1 = 1.28; token 2: min(-0.5, -0.8) = -0.8; token 3: 1.1
+    assert math.isclose(loss.item(), -(1.28 - 0.8 + 1.1) / 3, rel_tol=1e-6)
+    loss.backward()
+    # clipped tokens get no gradient; the unclipped one gets -ratio * A / 3
+    assert torch.allclose(logp.grad, torch.tensor([[0.0], [0.0], [-1.1 / 3]]), atol=1e-6)
+    assert stats["clip_high"] == 1 and stats["clip_low"] == 1
+    assert math.isclose(stats["ratio_sum"].item(), 3.1, rel_tol=1e-6)
+
+
+def test_ppo_at_ratio_one_has_the_plain_policy_gradient():
+    torch.manual_seed(2)
+    logp = (-torch.rand(4, 3)).requires_grad_(True)
+    adv, mask = torch.randn(4), torch.ones(4, 3)
+    compute_policy_loss(logp, logp.detach(), adv, mask)[0].backward()
+    ppo_grad = logp.grad.clone()
+    logp.grad = None
+    compute_policy_loss(logp, None, adv, mask)[0].backward()
+    assert torch.allclose(ppo_grad, logp.grad)
 
 
 def test_gradient_is_the_reinforce_estimator_on_a_two_armed_bandit():
@@ -61,17 +148,60 @@ def test_gradient_is_the_reinforce_estimator_on_a_two_armed_bandit():
     theta = torch.tensor([0.3, -0.2], requires_grad=True)
     actions, rewards = torch.tensor([0, 1]), torch.tensor([1.0, 0.0])
     logp = torch.log_softmax(theta, dim=0)[actions].unsqueeze(1)  # (2, 1): one token each
-    adv = compute_advantages(rewards, 0.5)
-    compute_policy_loss(logp, adv, torch.ones(2, 1), num_tokens=2).backward()
+    adv = compute_advantages(rewards, 2, "baseline", baseline=0.5)
+    compute_policy_loss(logp, None, adv, torch.ones(2, 1))[0].backward()
     p = torch.softmax(theta.detach(), dim=0)
     # textbook: grad J = mean_i A_i * grad log pi(a_i); grad log pi(a) = onehot(a) - p
     estimator = (0.5 * (torch.tensor([1.0, 0.0]) - p) + (-0.5) * (torch.tensor([0.0, 1.0]) - p)) / 2
     assert torch.allclose(-theta.grad, estimator)
 
 
+def test_expected_gradient_on_the_bandit_is_the_true_policy_gradient():
+    """Summing the estimator over both arms weighted by pi gives d/dtheta E[r] exactly."""
+    theta = torch.tensor([0.3, -0.2], requires_grad=True)
+    p = torch.softmax(theta, dim=0)
+    (p[0] * 1.0).backward()  # E[r] = pi(arm 0)
+    true_grad = theta.grad.clone()
+    grad = torch.zeros(2)
+    for arm, reward in ((0, 1.0), (1, 0.0)):
+        th = theta.detach().clone().requires_grad_(True)
+        logp = torch.log_softmax(th, dim=0)[arm].view(1, 1)
+        compute_policy_loss(logp, None, torch.tensor([reward]), torch.ones(1, 1))[0].backward()
+        grad += -th.grad * p[arm].item()
+    assert torch.allclose(grad, true_grad, atol=1e-6)
+
+
+# ---- KL and entropy ------------------------------------------------------------------------------
+def test_kl_estimators_by_hand():
+    logp, ref = torch.tensor([[math.log(0.5)]]), torch.tensor([[math.log(0.25)]])
+    lr = math.log(2.0)  # log pi / pi_ref
+    assert math.isclose(compute_kl(logp, ref, "k1").item(), lr, rel_tol=1e-6)
+    assert math.isclose(compute_kl(logp, ref, "k2").item(), lr ** 2 / 2, rel_tol=1e-6)
+    assert math.isclose(compute_kl(logp, ref, "k3").item(), 0.5 - 1 + lr, rel_tol=1e-6)  # 1/r - 1 + log r
+
+
+@pytest.mark.parametrize("estimator", ["k1", "k3"])
+def test_unbiased_kl_estimators_average_to_the_true_kl(estimator):
+    p, q = torch.tensor([0.6, 0.3, 0.1]), torch.tensor([0.2, 0.5, 0.3])
+    true_kl = (p * (p / q).log()).sum()
+    # exact expectation over tokens drawn from p
+    expected = sum(p[a] * compute_kl(p[a].log().view(1, 1), q[a].log().view(1, 1), estimator)[0, 0] for a in range(3))
+    assert torch.allclose(expected, true_kl, atol=1e-6)
+    assert (compute_kl(p.log().view(1, 3), q.log().view(1, 3), "k3") >= 0).all()
+
+
 def test_entropy_of_uniform_and_certain_policies():
-    V = 14
-    logits = torch.stack([torch.zeros(V), torch.tensor([100.0] + [0.0] * (V - 1))]).view(1, 2, V)
-    mask = torch.tensor([[1.0, 1.0]])
-    assert math.isclose(compute_entropy(logits, mask).item(), math.log(V), rel_tol=1e-5)
-    assert math.isclose(compute_entropy(logits, torch.tensor([[1.0, 0.0]])).item(), math.log(V), rel_tol=1e-5)
+    Vn = 14
+    logits = torch.stack([torch.zeros(Vn), torch.tensor([100.0] + [0.0] * (Vn - 1))]).view(1, 2, Vn)
+    ent = compute_entropy(logits, torch.tensor([[1.0, 1.0]]))
+    assert math.isclose(ent[0, 0].item(), math.log(Vn), rel_tol=1e-5) and ent[0, 1].item() < 1e-6
+    assert compute_entropy(logits, torch.tensor([[0.0, 1.0]]))[0, 0].item() == 0.0
+
+
+def test_every_algorithm_names_every_setting():
+    keys = set(ALGORITHMS["reinforce"])
+    assert all(set(entry) == keys for entry in ALGORITHMS.values())
+    with pytest.raises(ValueError, match="unknown advantage mode 'median'"):
+        compute_advantages(R, 4, "median")
+    with pytest.raises(ValueError, match="unknown KL estimator 'k4'"):
+        compute_kl(R.view(1, -1), R.view(1, -1), "k4")
