@@ -1,11 +1,14 @@
-"""Benchmark: the shipped configs end to end (warm start included) for several seeds.
+"""Benchmark: end-to-end accuracy and time of the shipped configs, and the speed of the RL step.
 
     python -m rl.benchmark                                   # AdderRLConfig and MultiplierRLConfig, seeds 0 1 2
     python -m rl.benchmark --configs AdderRLConfig --seeds 0 --set rl_train_steps=100
+    python -m rl.benchmark --perf                            # step speed against this machine's matmul peak
 
-Each run is the real command (`python rl/rl_ddp.py --config_name NAME --seed=S --no_wandb`) in a
-fresh folder out/benchmark/<NAME>-seed<S>, so the warm start is trained, not read from a cache.
-Prints one JSON line per run, then a Markdown table of medians for the README.
+End to end: each run is the real command (`python rl/rl_ddp.py --config_name NAME --seed=S
+--no_wandb`) in a fresh folder out/benchmark/<NAME>-seed<S>, so the warm start is trained, not read
+from a cache. Prints one JSON line per run, then a Markdown table of medians for the README.
+
+--perf: JSON lines measured on this machine (see rl/perf.py for what each number means).
 """
 
 import argparse
@@ -57,7 +60,12 @@ def main():
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--out_dir", default=os.path.join(REPO, "out", "benchmark"))
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides for every run")
+    parser.add_argument("--perf", action="store_true", help="measure the RL step's speed instead (rl/perf.py)")
     args = parser.parse_args()
+    if args.perf:
+        from rl import perf
+        perf.main(args.configs)
+        return
     rows = []
     for name in args.configs:
         for seed in args.seeds:

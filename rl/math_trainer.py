@@ -116,6 +116,7 @@ class MathRLTrainer:
         self.step = 0  # RL steps taken
         self.bad_steps_in_a_row = 0  # RL steps in a row with an update skipped for non-finite numbers
         self.num_skipped_steps = 0
+        self.reward_seconds = 0.0  # time spent scoring answers in the current step
 
     # ---- rollout ----------------------------------------------------------------------------
     @torch.no_grad()
@@ -131,7 +132,9 @@ class MathRLTrainer:
         G = c.rl_rollout_size
         prompts, targets = prompts.repeat_interleave(G, dim=0), targets.repeat_interleave(G, dim=0)
         generated = generated.clone()  # an inference-mode tensor may not enter autograd
+        t0 = time.time()
         rewards, components = compute_rewards(self.reward_weights, targets, generated)
+        self.reward_seconds += time.time() - t0
         return dict(prompts=prompts, targets=targets, generated=generated, rewards=rewards, components=components)
 
     def rollout(self, step: int):
@@ -164,11 +167,12 @@ class MathRLTrainer:
         """One RL step (see the module docstring); returns its metrics, reduced over ranks."""
         c, info, P, G = self.config, self.info, self.env.prompt_len, self.config.rl_rollout_size
         t0 = time.time()
+        self.reward_seconds = 0.0
         seeding.seed_dropout(c.seed, info.rank, self.step)
         if c.kl_coef > 0 and self.ref_model is None:
             self.ref_model = frozen_copy(self.model)  # the policy RL starts from
         first, batch, rounds = self.rollout(self.step)
-        t_rollout = time.time() - t0
+        t_rollout = time.time() - t0 - self.reward_seconds
 
         # Everything the advantages need from other ranks, in one all-reduce.
         r0, r = first["rewards"], batch["rewards"]
@@ -318,6 +322,8 @@ class MathRLTrainer:
             "perf/samples_per_second": n0 / elapsed,
             "perf/step_seconds": elapsed,
             "perf/rollout_share": t_rollout / elapsed,
+            "perf/reward_share": self.reward_seconds / elapsed,
+            "perf/update_share": 1.0 - (t_rollout + self.reward_seconds) / elapsed,
         }
         for name, value in zip(first["components"], red[15:]):
             metrics[f"reward/{name}"] = value / n0

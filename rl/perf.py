@@ -1,0 +1,142 @@
+"""How fast the RL step runs on this machine, measured against the machine's own matmul peak.
+
+    python -m rl.benchmark --perf [--configs AdderRLConfig]
+
+Prints one JSON line per measurement:
+
+  matmul_peak_flops        a 4096 x 4096 fp32 GEMM at the thread count used below: the practical
+                           ceiling for the update, which is mostly matmuls
+  update                   update_flops (model FLOPs of forward + backward over the step's answers,
+                           counted analytically, see `update_flops`), update_seconds, and
+                           update_mfu = update_flops / update_seconds / matmul_peak_flops
+  step_shares              share of a step spent in rollout, reward, update, and evaluation
+                           (one held-out evaluation every eval_interval steps, amortised)
+  rollout_tokens_per_second  sampled answer tokens per second, with and without the KV cache
+  samples_per_second       whole RL steps through the real script (rl/rl_ddp.py): 1 process with
+                           1 thread, 1 process with all cores, N processes with 1 thread each
+                           under torchrun, and the N-process / 1-process ratio
+
+The in-process numbers use the config's model and batch from random weights with the
+digit_match reward (so every answer carries gradient and none is skipped); speed does not
+depend on what the weights know.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+from configs import get_config_class
+from model.gpt import GPT, GPTConfig
+from rl.dist import DistInfo
+from rl.math_env import MathEnvironment
+from rl.math_trainer import MathRLTrainer
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PERF_OVERRIDES = dict(init_from="scratch", rewards="digit_match:1.0")
+
+
+def emit(**row):
+    print(json.dumps(row), flush=True)
+
+
+def matmul_peak_flops(n: int = 4096, reps: int = 5) -> float:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(2):
+        a @ b
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    return 2 * n ** 3 * reps / (time.perf_counter() - t0)
+
+
+def forward_flops(config, T: int) -> float:
+    """Matmul FLOPs of one forward pass over one sequence of T tokens: per layer QKV, output
+    projection and MLP (24 T d^2) plus attention scores and values (4 T^2 d), then the output
+    head over every position (2 T d V). Backward costs twice the forward."""
+    d, L, V = config.n_embed, config.n_layer, config.vocab_size
+    return L * (24 * T * d * d + 4 * T * T * d) + 2 * T * d * V
+
+
+def update_flops(config, num_sequences: int) -> float:
+    return 3 * forward_flops(config, config.max_seq_len - 1) * num_sequences
+
+
+def build_trainer(config_name: str):
+    config = get_config_class(config_name)(**PERF_OVERRIDES).get_args_ready()
+    env = MathEnvironment(config.task, config.ndigit, config.reverse_answer, config.use_format, config.test_fraction)
+    torch.manual_seed(config.seed)
+    model = GPT(GPTConfig(**config.model_args()))
+    a, b = env.eval_operands(config.num_eval)
+    return MathRLTrainer(config, env, model, DistInfo(), a, b)
+
+
+def measure_in_process(config_name: str, steps: int = 6):
+    threads = torch.get_num_threads()
+    peak = matmul_peak_flops()
+    emit(metric="matmul_peak_flops", value=peak, threads=threads, dtype="float32")
+    trainer = build_trainer(config_name)
+    c = trainer.config
+    trainer.train_step()  # warm-up: first-call allocations
+    rows = [trainer.train_step() for _ in range(steps)]
+    step_s = statistics.median(r["perf/step_seconds"] for r in rows)
+    update_s = statistics.median(r["perf/step_seconds"] * r["perf/update_share"] for r in rows)
+    flops = update_flops(c, c.rl_batch_size * c.rl_rollout_size)
+    emit(metric="update", config=config_name, update_flops=flops, update_seconds=update_s,
+         update_mfu=flops / update_s / peak, threads=threads)
+    t0 = time.perf_counter()
+    trainer.evaluate()
+    eval_s = (time.perf_counter() - t0) / c.eval_interval  # one evaluation per eval_interval steps
+    total = step_s + eval_s
+    shares = {k: statistics.median(r[f"perf/{k}_share"] for r in rows) * step_s / total
+              for k in ("rollout", "reward", "update")}
+    emit(metric="step_shares", config=config_name, **shares, evaluation=eval_s / total, step_seconds=step_s,
+         threads=threads)
+    env, model = trainer.env, trainer.model.eval()
+    prompts, _ = env.encode(*env.sample_operands(c.rl_batch_size, np.random.default_rng(0)))
+    out = {}
+    for use_cache in (True, False):
+        model.generate(prompts, env.answer_len, num_samples=c.rl_rollout_size, use_cache=use_cache)
+        t0 = time.perf_counter()
+        for _ in range(3):
+            model.generate(prompts, env.answer_len, num_samples=c.rl_rollout_size, use_cache=use_cache)
+        tokens = 3 * c.rl_batch_size * c.rl_rollout_size * env.answer_len
+        out["with_cache" if use_cache else "without_cache"] = tokens / (time.perf_counter() - t0)
+    emit(metric="rollout_tokens_per_second", config=config_name, **out, threads=threads)
+
+
+def script_samples_per_second(config_name: str, nproc: int, threads: int, steps: int = 8) -> float:
+    """Median samples/s of steps 3.. of a real run (the first steps pay one-off costs)."""
+    with tempfile.TemporaryDirectory() as out:
+        args = ["rl/rl_ddp.py", "--config_name", config_name, "--no_wandb", f"--out_dir={out}",
+                f"--rl_train_steps={steps}", "--eval_interval=1000", "--save_interval=1000", "--num_eval=100",
+                *[f"--{k}={v}" for k, v in PERF_OVERRIDES.items()]]
+        cmd = [sys.executable, *args] if nproc == 1 else [
+            sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *args]
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "WANDB_MODE": "disabled"}
+        subprocess.run(cmd, cwd=REPO, env=env, check=True, capture_output=True)
+        with open(os.path.join(out, "metrics.jsonl")) as f:
+            rows = [json.loads(line) for line in f]
+    return statistics.median(r["perf/samples_per_second"] for r in rows if r["step"] >= 3)
+
+
+def measure_scaling(config_name: str):
+    cores = os.cpu_count() or 1
+    one = script_samples_per_second(config_name, 1, 1)
+    all_threads = script_samples_per_second(config_name, 1, cores)
+    many = script_samples_per_second(config_name, cores, 1)
+    emit(metric="samples_per_second", config=config_name, one_process_one_thread=one,
+         one_process_all_threads=all_threads, threads_all=cores, processes=cores, processes_one_thread_each=many,
+         ratio_processes_over_one=many / one)
+
+
+def main(configs: list):
+    for name in configs:
+        measure_in_process(name)
+        measure_scaling(name)
