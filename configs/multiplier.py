@@ -12,3 +12,9 @@ class MultiplierRLConfig(BaseRLConfig):
     n_layer: int = 6
     """multiplication needs more depth than addition: every output digit mixes many digit products"""
     n_position: int = 128
+    sft_max_steps: int = 6000
+    """2-digit products take thousands of supervised steps to generalise to held-out pairs"""
+    sft_target_accuracy: float = 0.8
+    """RL on this task mostly sharpens training pairs (measured), so the warm start carries most of the way"""
+    sft_eval_interval: int = 25
+    """the warm start is long; checking less often saves time"""

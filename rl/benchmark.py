@@ -28,11 +28,15 @@ def run_one(config_name: str, seed: int, out_root: str, extra: list) -> dict:
     shutil.rmtree(out_dir, ignore_errors=True)
     cmd = [sys.executable, "rl/rl_ddp.py", "--config_name", config_name, f"--seed={seed}", "--no_wandb",
            f"--out_dir={out_dir}", "--resume=never", *[f"--{kv}" for kv in extra]]
+    os.makedirs(out_dir)
+    log_path = os.path.join(out_dir, "run.log")  # the run's console output, to follow with tail -f
     t0 = time.time()
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    with open(log_path, "w") as log:
+        proc = subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True)
     wall = time.time() - t0
     if proc.returncode != 0:
-        raise SystemExit(f"run failed ({' '.join(cmd)}):\n{proc.stderr[-2000:]}")
+        with open(log_path) as log:
+            raise SystemExit(f"run failed ({' '.join(cmd)}):\n{log.read()[-2000:]}")
     with open(os.path.join(out_dir, "summary.json")) as f:
         s = json.load(f)
     return {"config": config_name, "seed": seed, "warm_start_accuracy": s["start_accuracy"],

@@ -92,7 +92,10 @@ def configure_optimizer(model: torch.nn.Module, config: BaseRLConfig, lr: float)
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=(config.adam_beta1, config.adam_beta2))
+    # The fused kernel updates every tensor in one pass (CPU and CUDA); the per-tensor Python
+    # loop it replaces costs more than the arithmetic for a model this small.
+    fused = all(p.device.type in ("cpu", "cuda") for p in params)
+    return torch.optim.AdamW(groups, lr=lr, betas=(config.adam_beta1, config.adam_beta2), fused=fused)
 
 
 class MathRLTrainer:
@@ -148,19 +151,27 @@ class MathRLTrainer:
             return first, first, 1
         # Keep only groups with some spread in reward; refill with fresh prompts from the same
         # streams; if rounds run out, top up with dropped groups (advantage 0: no gradient).
+        # Late in a run most groups are all correct, so a refill asks for as many prompts as the
+        # share kept so far says it needs (with a margin, at most 4 batches' worth): a few large
+        # generate calls instead of many small ones. Surplus informative groups are discarded.
         kept, dropped, rounds, batch = [], [], 1, first
+        num_sampled = num_kept = 0
         while True:
             informative = ~group_all_equal(batch["rewards"], G).repeat_interleave(G)
             kept.append(select(batch, informative))
             dropped.append(select(batch, ~informative))
-            missing = self.local_prompts - sum(len(k["rewards"]) for k in kept) // G
-            if missing == 0 or rounds > c.dynamic_sampling_max_rounds:
+            num_sampled += len(informative) // G
+            num_kept += int(informative.sum().item()) // G
+            missing = self.local_prompts - num_kept
+            if missing <= 0 or rounds > c.dynamic_sampling_max_rounds:
                 break
-            batch = self.sample(*self.env.sample_operands(missing, problems), sampling)
+            want = math.ceil(1.25 * missing * num_sampled / num_kept) if num_kept else 4 * self.local_prompts
+            batch = self.sample(*self.env.sample_operands(min(want, 4 * self.local_prompts), problems), sampling)
             rounds += 1
+        full = concat(kept)
         if missing > 0:
-            kept.append(select(concat(dropped), torch.arange(missing * G, device=first["rewards"].device)))
-        return first, concat(kept), rounds
+            full = concat([full, select(concat(dropped), torch.arange(missing * G, device=first["rewards"].device))])
+        return first, select(full, torch.arange(self.local_prompts * G, device=first["rewards"].device)), rounds
 
     # ---- one step -------------------------------------------------------------------------
     def train_step(self) -> dict:

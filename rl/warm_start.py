@@ -77,7 +77,8 @@ def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: d
     t0 = time.time()
     model = dist.unwrap(policy)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.sft_learning_rate, weight_decay=config.weight_decay,
-                                  betas=(config.adam_beta1, config.adam_beta2))
+                                  betas=(config.adam_beta1, config.adam_beta2),
+                                  fused=next(model.parameters()).device.type in ("cpu", "cuda"))
     warmup = max(config.sft_warmup_steps, 1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
     local_batch = config.sft_batch_size // info.world_size

@@ -77,6 +77,12 @@ def test_dynamic_sampling_refills_groups_without_signal():
     assert len(batch["rewards"]) == len(first["rewards"])  # refilled to the full batch
     assert group_all_equal(first["rewards"], G).sum() > 0 and rounds > 1
     assert group_all_equal(batch["rewards"], G).sum() == 0
+    # Each refill asks for as many prompts as the share kept so far says it needs, plus 25%.
+    asked, sample_operands = [], trainer.env.sample_operands
+    trainer.env.sample_operands = lambda n, rng: asked.append(n) or sample_operands(n, rng)
+    first, _, _ = trainer.rollout(1)
+    P, kept = trainer.local_prompts, int((~group_all_equal(first["rewards"], G)).sum())
+    assert asked[:2] == [P, min(math.ceil(1.25 * (P - kept) * P / kept), 4 * P)]
     # From scratch every exact-match reward is 0: no group has signal, the rounds run out and the
     # batch is topped up with dropped groups (advantage 0), keeping its size.
     hopeless = make_trainer(rl_algorithm="dapo", rewards="exact_match:1.0", dynamic_sampling_max_rounds=2)
