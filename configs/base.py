@@ -168,7 +168,7 @@ class BaseRLConfig:
     DEBUG_OVERRIDES = dict(
         sft_max_steps=30, sft_batch_size=64, sft_eval_interval=10, rl_train_steps=6, rl_batch_size=16,
         rl_rollout_size=4, eval_interval=3, save_interval=3, log_interval=1, num_eval=200, sft_num_eval=100,
-        warmup_steps=2,
+        warmup_steps=2, dynamic_sampling_max_rounds=1,
     )
 
     @property
