@@ -12,6 +12,7 @@ Prints one JSON line per measurement:
   step_shares              share of a step spent in rollout, reward, update, and evaluation
                            (one held-out evaluation every eval_interval steps, amortised)
   rollout_tokens_per_second  sampled answer tokens per second, with and without the KV cache
+  bf16                     seconds of a rollout and of a forward + backward in fp32 and in bf16
   samples_per_second       whole RL steps through the real script (rl/rl_ddp.py): 1 process with
                            1 thread, 1 process with all cores, N processes with 1 thread each
                            under torchrun, and the N-process / 1-process ratio
@@ -21,6 +22,7 @@ digit_match reward (so every answer carries gradient and none is skipped); speed
 depend on what the weights know.
 """
 
+import copy
 import json
 import os
 import statistics
@@ -65,7 +67,11 @@ def forward_flops(config, T: int) -> float:
 
 
 def update_flops(config, num_sequences: int) -> float:
-    return 3 * forward_flops(config, config.max_seq_len - 1) * num_sequences
+    """Forward + backward (3 forwards) over every sequence, plus the no-grad forwards the step
+    also makes: the sampling policy's log-probs when a rollout feeds several optimizer steps
+    (PPO ratios), and the reference policy's when there is a KL penalty."""
+    passes = 3 + int(config.ppo_epochs * config.ppo_minibatches > 1) + int(config.kl_coef > 0)
+    return passes * forward_flops(config, config.max_seq_len - 1) * num_sequences
 
 
 def build_trainer(config_name: str):
@@ -109,6 +115,33 @@ def measure_in_process(config_name: str, steps: int = 6):
         tokens = 3 * c.rl_batch_size * c.rl_rollout_size * env.answer_len
         out["with_cache" if use_cache else "without_cache"] = tokens / (time.perf_counter() - t0)
     emit(metric="rollout_tokens_per_second", config=config_name, **out, threads=threads)
+    measure_bf16(model, env, prompts, c, threads)
+
+
+def measure_bf16(model, env, prompts, c, threads: int, reps: int = 3):
+    """Seconds of a rollout (generate with the cache) and of a forward + backward over the same
+    number of sequences, in fp32 and in bf16 (a bf16 copy of the weights): whether bf16 would
+    pay on this machine. A bf16 rollout would also sample from a slightly different policy than
+    the fp32 one the update differentiates."""
+    row = {}
+    seq = torch.randint(0, env.vocab_size, (len(prompts) * c.rl_rollout_size, c.max_seq_len - 1))
+    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        m = copy.deepcopy(model).to(dtype)
+
+        def rollout():
+            with torch.inference_mode():
+                m.generate(prompts, env.answer_len, num_samples=c.rl_rollout_size)
+
+        def fwd_bwd():
+            m(seq).float().logsumexp(-1).mean().backward()
+
+        for key, fn in (("rollout_seconds", rollout), ("forward_backward_seconds", fwd_bwd)):
+            fn()
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            row[f"{key}_{name}"] = (time.perf_counter() - t0) / reps
+    emit(metric="bf16", config=c.__class__.__name__, **row, threads=threads)
 
 
 def script_samples_per_second(config_name: str, nproc: int, threads: int, steps: int = 8) -> float:

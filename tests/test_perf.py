@@ -1,0 +1,30 @@
+"""The analytic FLOP count behind update_mfu, checked against PyTorch's own FLOP counter.
+Run: python -m pytest tests/test_perf.py"""
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+
+from configs.adder import AdderRLConfig
+from model.gpt import GPT, GPTConfig
+from rl.perf import forward_flops, update_flops
+
+
+def test_forward_flops_match_pytorch_counter():
+    config = AdderRLConfig(n_layer=2, n_embed=64, n_head=4).get_args_ready()
+    model = GPT(GPTConfig(**config.model_args()))
+    T = config.max_seq_len - 1
+    # The math attention kernel is plain matmuls, which the counter sees (the fused CPU kernel it does not).
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        model(torch.zeros(3, T, dtype=torch.long))
+    assert counter.get_total_flops() == 3 * forward_flops(config, T)
+
+
+def test_update_flops_count_the_extra_forwards():
+    reinforce = AdderRLConfig(rl_algorithm="reinforce").get_args_ready()
+    dapo = AdderRLConfig(rl_algorithm="dapo").get_args_ready()  # 2 minibatches: old log-probs forward
+    with_kl = AdderRLConfig(rl_algorithm="dapo", kl_coef=0.1).get_args_ready()
+    one = forward_flops(reinforce, reinforce.max_seq_len - 1)
+    assert update_flops(reinforce, 10) == 3 * one * 10
+    assert update_flops(dapo, 10) == 4 * one * 10
+    assert update_flops(with_kl, 10) == 5 * one * 10
