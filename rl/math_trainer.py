@@ -204,20 +204,36 @@ class MathRLTrainer:
         sequences = torch.cat([batch["prompts"], generated], dim=1)
         mask = answer_mask(generated, self.env.end_token)
         N = len(r)
-        with torch.no_grad():
-            # log-probs of the policy that sampled, for PPO ratios (only needed if the rollout
-            # feeds more than one update), and of the reference policy for the KL penalty
-            old_logp = self.logprobs(self.model, sequences, generated) if c.ppo_epochs * c.ppo_minibatches > 1 else None
-            ref_logp = self.logprobs(self.ref_model, sequences, generated) if c.kl_coef > 0 else None
         shuffle = seeding.torch_generator(c.seed, info.rank, self.step, seeding.SHUFFLE, "cpu")
+        orders = [(torch.randperm(N, generator=shuffle) if c.ppo_minibatches > 1 else torch.arange(N)).to(mask.device)
+                  for _ in range(c.ppo_epochs)]
+        off_policy = c.ppo_epochs * c.ppo_minibatches > 1  # a rollout feeds several updates: PPO ratios
+        first_rows = torch.tensor_split(orders[0], c.ppo_minibatches)[0]
+        with torch.no_grad():
+            # Log-probs of the policy that sampled, for the PPO ratios. The first minibatch is
+            # updated before any optimizer step, so its sampling policy is the policy itself
+            # (ratio 1, taken from its own forward, which also fills its rows in for later
+            # epochs): only the other rows need this extra pass, and of those only rows the
+            # update will forward.
+            old_logp = None
+            if off_policy:
+                need = torch.ones(N, dtype=torch.bool, device=mask.device)
+                need[first_rows] = False
+                if self.skip_zero_advantage:
+                    need &= advantages != 0
+                old_logp = torch.zeros(mask.shape, device=mask.device)
+                if need.any():
+                    old_logp[need] = self.logprobs(self.model, sequences[need], generated[need])
+            # and the reference policy's, for the KL penalty
+            ref_logp = self.logprobs(self.ref_model, sequences, generated) if c.kl_coef > 0 else None
 
         sums = dict(loss=0.0, kl=0.0, entropy=0.0, entropy_tokens=0.0, clip_low=0.0, clip_high=0.0, ratio_sum=0.0,
                     tokens=0.0, grad_norm=0.0, forwarded=0.0, rows=0.0)
         any_skipped, num_updates = False, 0
         lr = self.optimizer.param_groups[0]["lr"]
-        for epoch in range(c.ppo_epochs):
-            order = torch.randperm(N, generator=shuffle) if c.ppo_minibatches > 1 else torch.arange(N)
-            for rows in torch.tensor_split(order.to(mask.device), c.ppo_minibatches):
+        for epoch, order in enumerate(orders):
+            for minibatch, rows in enumerate(torch.tensor_split(order, c.ppo_minibatches)):
+                own_ratio = off_policy and epoch == 0 and minibatch == 0
                 # Normalisers count every answer of the minibatch on every rank, skipped or not.
                 counts = dist.all_reduce_sum(torch.stack([mask[rows].sum().double(), torch.tensor(float(len(rows)), dtype=torch.float64, device=mask.device)]))
                 norm = dict(num_tokens=counts[0].item(), num_sequences=counts[1].item(), max_len=self.env.answer_len)
@@ -235,13 +251,17 @@ class MathRLTrainer:
                     sync = nullcontext() if (last or not info.distributed) else self.policy.no_sync()
                     with sync:
                         part = self.micro_loss(sequences[chunk], generated[chunk], mask[chunk] * weight,
-                                               advantages[chunk], None if old_logp is None else old_logp[chunk],
+                                               advantages[chunk],
+                                               "own" if own_ratio else None if old_logp is None else old_logp[chunk],
                                                None if ref_logp is None else ref_logp[chunk], norm)
                         # DDP averages gradients over ranks; the loss is already normalised by
                         # global counts, so scale by world_size to turn that average into the sum.
                         loss = part.pop("loss")
                         (loss * info.world_size).backward()
                     minibatch_loss += loss.item()
+                    own_logp = part.pop("own_logp", None)
+                    if own_logp is not None and weight:
+                        old_logp[chunk] = own_logp
                     for k, v in part.items():
                         sums[k] += v.item()
                 minibatch_loss = dist.all_reduce_sum(torch.tensor([minibatch_loss], device=info.device)).item()
@@ -277,13 +297,18 @@ class MathRLTrainer:
         return torch.cat(parts)
 
     def micro_loss(self, sequences, generated, mask, advantages, old_logp, ref_logp, norm) -> dict:
-        """The loss of one micro-batch (normalised by whole-minibatch counts) and its statistics."""
+        """The loss of one micro-batch (normalised by whole-minibatch counts) and its statistics.
+        old_logp: None (plain policy gradient), (n, A) sampling-policy log-probs (PPO ratios), or
+        "own" (ratios against this very forward, detached: the policy has not been updated yet)."""
         c, P = self.config, self.env.prompt_len
         logits = self.policy(sequences[:, :-1])[:, P - 1:] / c.rl_temperature  # (n, A, V): the sampling policy
         logp = token_logprobs(logits, generated)
+        out = {}
+        if isinstance(old_logp, str):  # "own": this forward is the sampling policy (ratio exactly 1)
+            old_logp = out["own_logp"] = logp.detach()
         loss, st = compute_policy_loss(logp, old_logp, advantages, mask, c.clip_low, c.clip_high, c.loss_aggregation,
                                        **norm)
-        out = dict(clip_low=st["clip_low"], clip_high=st["clip_high"], ratio_sum=st["ratio_sum"], tokens=st["tokens"])
+        out.update(clip_low=st["clip_low"], clip_high=st["clip_high"], ratio_sum=st["ratio_sum"], tokens=st["tokens"])
         entropy = compute_entropy(logits if c.entropy_coef > 0 else logits.detach(), mask)
         if c.entropy_coef > 0:
             loss = loss - c.entropy_coef * aggregate(entropy, mask, c.loss_aggregation, **norm)

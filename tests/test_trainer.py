@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from helpers import make_trainer
-from rl.algorithms import ALGORITHMS
+from rl.algorithms import ALGORITHMS, answer_mask
 from rl.math_trainer import group_all_equal, lr_lambda
 
 
@@ -104,3 +104,40 @@ def test_entropy_bonus_changes_the_update():
     plain, bonus = make_trainer(), make_trainer(entropy_coef=0.5)
     plain.train_step(), bonus.train_step()
     assert not torch.allclose(plain.model.wte.weight, bonus.model.wte.weight)
+
+
+def test_first_minibatch_ratio_comes_from_its_own_forward():
+    # Before the first optimizer step of a rollout the policy is the sampling policy, so PPO's
+    # ratio there is exactly 1 and "own" (its own forward, detached) must equal a separate pass.
+    trainer = make_trainer(rl_algorithm="ppo", rewards="digit_match:1.0")
+    _, batch, _ = trainer.rollout(0)
+    generated = batch["generated"]
+    sequences = torch.cat([batch["prompts"], generated], dim=1)
+    mask = answer_mask(generated, trainer.env.end_token)
+    advantages = torch.linspace(-1.0, 1.0, len(generated))
+    norm = dict(num_tokens=mask.sum().item(), num_sequences=len(generated), max_len=trainer.env.answer_len)
+    with torch.no_grad():
+        separate = trainer.logprobs(trainer.model, sequences, generated)
+    results = []
+    for old in ("own", separate):
+        trainer.model.zero_grad()
+        out = trainer.micro_loss(sequences, generated, mask, advantages, old, None, norm)
+        out["loss"].backward()
+        results.append((out, [p.grad.clone() for p in trainer.model.parameters()]))
+    (own, own_grads), (sep, sep_grads) = results
+    assert own["ratio_sum"].item() == own["tokens"].item() == mask.sum().item()
+    assert own["clip_low"].item() == own["clip_high"].item() == 0
+    torch.testing.assert_close(own["loss"], sep["loss"])
+    for a, b in zip(own_grads, sep_grads):
+        torch.testing.assert_close(a, b)
+
+
+def test_ppo_ratios_stay_near_one_when_the_policy_barely_moves():
+    # With a negligible learning rate the policy after each minibatch is the sampling policy, so
+    # every ratio of every epoch and minibatch must be ~1; a missing or stale old log-prob
+    # (say, zeros for rows of the first minibatch in the second epoch) would show here.
+    trainer = make_trainer(rl_algorithm="ppo", rewards="digit_match:1.0", learning_rate=1e-9)
+    assert (trainer.config.ppo_epochs, trainer.config.ppo_minibatches) == (2, 2)
+    metrics = trainer.train_step()
+    assert metrics["train/ratio_mean"] == pytest.approx(1.0, abs=1e-4)
+    assert metrics["train/clip_low_frac"] == metrics["train/clip_high_frac"] == 0
