@@ -8,6 +8,9 @@ that same file (`--init_from`). Each run is the real command, `python rl/rl_ddp.
 every 25 steps. Runs go `--jobs` at a time, each with OMP_NUM_THREADS = cores / jobs, so the wall
 times are comparable with each other (not with a run that has the whole machine).
 
+A run folder that already holds a summary.json is reused, so an interrupted comparison picks up
+where it stopped (delete out/compare to start afresh).
+
 Prints one JSON line per run, then a Markdown table (held-out accuracy at steps 50/100/200:
 median over seeds, with min-max), and writes a plot of median held-out accuracy against RL steps
 to docs/compare_<config>.svg.
@@ -47,9 +50,10 @@ def warm_start(config: str, root: str, extra: list, threads: int) -> str:
 
 def one_run(config: str, algorithm: str, seed: int, init: str, root: str, extra: list, threads: int) -> dict:
     out = os.path.join(root, config, f"{algorithm}-seed{seed}")
-    shutil.rmtree(out, ignore_errors=True)
-    run(["--config_name", config, f"--rl_algorithm={algorithm}", f"--seed={seed}", f"--init_from={init}",
-         "--eval_interval=25", f"--out_dir={out}", *extra], threads)
+    if not os.path.exists(os.path.join(out, "summary.json")):  # a finished run is reused
+        shutil.rmtree(out, ignore_errors=True)
+        run(["--config_name", config, f"--rl_algorithm={algorithm}", f"--seed={seed}", f"--init_from={init}",
+             "--eval_interval=25", f"--out_dir={out}", *extra], threads)
     with open(os.path.join(out, "metrics.jsonl")) as f:
         curve = {row["step"]: row["eval/accuracy"] for row in map(json.loads, f) if "eval/accuracy" in row}
     with open(os.path.join(out, "summary.json")) as f:
@@ -113,16 +117,17 @@ def main():
     parser.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS), choices=list(ALGORITHMS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time")
+    parser.add_argument("--threads", type=int, default=0, help="threads per run (default: cores / jobs)")
     parser.add_argument("--out_dir", default=os.path.join(REPO, "out", "compare"))
     parser.add_argument("--plot_dir", default=os.path.join(REPO, "docs"))
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides for every run")
     args = parser.parse_args()
-    threads = max(1, (os.cpu_count() or 1) // args.jobs)
+    threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
     extra = [f"--{kv}" for kv in args.set]
     rows = []
     for config in args.configs:
-        init = warm_start(config, args.out_dir, extra, os.cpu_count() or 1)
-        jobs = [(config, a, s, init, args.out_dir, extra, threads) for a in args.algorithms for s in args.seeds]
+        init = warm_start(config, args.out_dir, extra, args.threads or os.cpu_count() or 1)
+        jobs = [(config, a, s, init, args.out_dir, extra, threads) for s in args.seeds for a in args.algorithms]
         with ThreadPoolExecutor(args.jobs) as pool:
             for row in pool.map(lambda job: one_run(*job), jobs):
                 rows.append(row)
