@@ -3,6 +3,7 @@
     python -m rl.benchmark                                   # AdderRLConfig and MultiplierRLConfig, seeds 0 1 2
     python -m rl.benchmark --configs AdderRLConfig --seeds 0 --set rl_train_steps=100
     python -m rl.benchmark --perf                            # step speed against this machine's matmul peak
+    python -m rl.benchmark --perf --compile                  # ... and whether torch.compile pays
 
 End to end: each run is the real command (`python rl/rl_ddp.py --config_name NAME --seed=S
 --no_wandb`) in a fresh folder out/benchmark/<NAME>-seed<S>, so the warm start is trained, not read
@@ -65,10 +66,11 @@ def main():
     parser.add_argument("--out_dir", default=os.path.join(REPO, "out", "benchmark"))
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides for every run")
     parser.add_argument("--perf", action="store_true", help="measure the RL step's speed instead (rl/perf.py)")
+    parser.add_argument("--compile", action="store_true", help="with --perf: also time torch.compile (slow to compile)")
     args = parser.parse_args()
     if args.perf:
         from rl import perf
-        perf.main(args.configs)
+        perf.main(args.configs, args.compile)
         return
     rows = []
     for name in args.configs:

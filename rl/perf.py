@@ -13,6 +13,9 @@ Prints one JSON line per measurement:
                            (one held-out evaluation every eval_interval steps, amortised)
   rollout_tokens_per_second  sampled answer tokens per second, with and without the KV cache
   bf16                     seconds of a rollout and of a forward + backward in fp32 and in bf16
+  torch_compile            (with --compile) compile time and forward + backward seconds, eager vs compiled
+  end_to_end               wall seconds of the default runs, warm start included, read from the
+                           runs `python -m rl.benchmark` left in out/benchmark
   samples_per_second       whole RL steps through the real script (rl/rl_ddp.py): 1 process with
                            1 thread, 1 process with all cores, N processes with 1 thread each
                            under torchrun, and the N-process / 1-process ratio
@@ -171,7 +174,45 @@ def measure_scaling(config_name: str):
          ratio_processes_over_one=many / one)
 
 
-def main(configs: list):
+def measure_compile(config_name: str, reps: int = 3):
+    """torch.compile on the update's forward + backward: its one-off compile time against the
+    seconds it saves per step."""
+    trainer = build_trainer(config_name)
+    c, model = trainer.config, trainer.model
+    seq = torch.randint(0, c.vocab_size, (c.rl_batch_size * c.rl_rollout_size, c.max_seq_len - 1))
+    row = {}
+    for name, m in (("eager", model), ("compiled", torch.compile(model))):
+        t0 = time.perf_counter()
+        m(seq).logsumexp(-1).mean().backward()
+        row[f"first_call_seconds_{name}"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            m(seq).logsumexp(-1).mean().backward()
+        row[f"forward_backward_seconds_{name}"] = (time.perf_counter() - t0) / reps
+    emit(metric="torch_compile", config=config_name, **row, threads=torch.get_num_threads())
+
+
+def end_to_end(config_name: str, root: str = os.path.join(REPO, "out", "benchmark")):
+    """Wall seconds of the default runs, warm start included, as `python -m rl.benchmark` left them."""
+    summaries = []
+    for seed_dir in sorted(d for d in os.listdir(root) if d.startswith(f"{config_name}-seed")) if os.path.isdir(root) else []:
+        path = os.path.join(root, seed_dir, "summary.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                summaries.append(json.load(f))
+    if not summaries:
+        emit(metric="end_to_end", config=config_name, note=f"no runs in {root}; run python -m rl.benchmark first")
+        return
+    emit(metric="end_to_end", config=config_name, runs=len(summaries),
+         wall_seconds_median=statistics.median(s["total_seconds"] for s in summaries),
+         warm_start_seconds_median=statistics.median(s.get("warm_start_seconds", 0.0) for s in summaries),
+         final_accuracy_median=statistics.median(s["final_accuracy"] for s in summaries), source=root)
+
+
+def main(configs: list, compile: bool = False):
     for name in configs:
         measure_in_process(name)
         measure_scaling(name)
+        if compile:
+            measure_compile(name)
+        end_to_end(name)
