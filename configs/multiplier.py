@@ -18,3 +18,5 @@ class MultiplierRLConfig(BaseRLConfig):
     """RL on this task mostly sharpens training pairs (measured), so the warm start carries most of the way"""
     sft_eval_interval: int = 25
     """the warm start is long; checking less often saves time"""
+    dynamic_sampling_max_rounds: int = 2
+    """after this warm start nearly every training group is all correct, so more refill rounds only cost time"""
