@@ -76,6 +76,8 @@ class BaseRLConfig:
     """warm start steps between held-out checks of the stopping rule"""
     sft_num_eval: int = 250
     """held-out problems the stopping rule checks (a subset of the evaluation set keeps it cheap)"""
+    sft_save_interval: int = 200
+    """warm start steps between progress saves, so a crash or a stop loses at most this many"""
 
     # ---- RL ----------------------------------------------------------------------------------
     rl_algorithm: str = "dapo"
@@ -186,7 +188,7 @@ class BaseRLConfig:
             if field_type(f) is float and value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)):
                 raise ConfigError(f"{f.name} must be a finite number, got {value!r}")
         positive = ["ndigit", "num_eval", "n_layer", "n_head", "n_embed", "n_position", "sft_batch_size",
-                    "sft_eval_interval", "sft_num_eval", "rl_batch_size", "rl_rollout_size", "rl_ga_steps", "eval_interval",
+                    "sft_eval_interval", "sft_save_interval", "sft_num_eval", "rl_batch_size", "rl_rollout_size", "rl_ga_steps", "eval_interval",
                     "save_interval", "keep_snapshots", "max_bad_steps", "log_interval", "eval_batch_size", "learning_rate", "sft_learning_rate",
                     "rl_temperature"]
         for key in positive:

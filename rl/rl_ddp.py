@@ -229,7 +229,8 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, snap, sna
         init_info = init_policy(config, env, policy, info, eval_a, eval_b, print0,
                                 should_stop=lambda: dist.any_rank(stop.requested, info.device))
         if init_info is None:
-            print0(f"Stopped by {stop.name} during the warm start; nothing was saved, the same command starts it again")
+            print0(f"Stopped by {stop.name} during the warm start; its progress is saved in "
+                   f"{os.path.join(config.out_dir, 'warm_start_progress.pt')}; run the same command to continue")
             return 0
     logger = make_logger(config, info.is_main, not cli.no_wandb, snap.get("wandb_run_id") if snap else None, print0)
     if info.is_main:

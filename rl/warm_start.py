@@ -6,6 +6,11 @@ start trains the policy with teacher forcing on *training-split* problems (cross
 answer tokens only) and stops as soon as greedy accuracy on held-out problems reaches
 `sft_target_accuracy`, leaving RL real work to do. It is saved as out_dir/warm_start.pt together
 with the settings that made it, and reused by later runs with the same settings.
+
+A long warm start (2-digit multiplication takes an hour on a CPU) saves its progress every
+`sft_save_interval` steps and when stopped to out_dir/warm_start_progress.pt; the same command
+continues from there. Its problems and dropout are functions of the step (rl/seeding.py), so a
+continued warm start equals an uninterrupted one.
 """
 
 import os
@@ -15,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from configs.base import BaseRLConfig
+from configs.base import BaseRLConfig, ConfigError
 from rl import dist, seeding
 from rl.evaluate import evaluate
 from rl.math_env import MathEnvironment
@@ -66,15 +71,37 @@ def init_policy(config: BaseRLConfig, env: MathEnvironment, policy, info: dist.D
         save_atomic({"kind": "warm_start", "model": model.state_dict(), "model_args": config.model_args(),
                      "task": config.task_args(), "fingerprint": fingerprint(config), "steps": steps,
                      "accuracy": accuracy, "seconds": seconds}, path)
+        if os.path.exists(progress_path(config)):
+            os.remove(progress_path(config))
     dist.barrier()
     return {"init_from": "sft", "warm_start_cached": False, "warm_start_steps": steps, "warm_start_seconds": seconds}
+
+
+def progress_path(config: BaseRLConfig) -> str:
+    return os.path.join(config.out_dir, "warm_start_progress.pt")
+
+
+def load_progress(config: BaseRLConfig, print0):
+    """The saved progress of this very warm start (same fingerprint), or None."""
+    path = progress_path(config)
+    if not os.path.isfile(path):
+        return None
+    try:
+        progress = load_snapshot(path)
+    except ConfigError as e:
+        print0(f"Warm start: ignoring {path}: {e}")
+        return None
+    if progress.get("fingerprint") != fingerprint(config):
+        print0(f"Warm start: {path} was made with other settings; starting the warm start afresh")
+        return None
+    return progress
 
 
 def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: dist.DistInfo, eval_a, eval_b, print0,
                      should_stop=lambda: False):
     """Teacher-forced training on the train split until the held-out check reaches the target.
-    Returns (steps taken, last checked accuracy, seconds), or None if should_stop() said so."""
-    t0 = time.time()
+    Returns (steps taken, last checked accuracy, seconds), or None if should_stop() said so (the
+    progress is saved then, and continued by the next call with the same settings)."""
     model = dist.unwrap(policy)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.sft_learning_rate, weight_decay=config.weight_decay,
                                   betas=(config.adam_beta1, config.adam_beta2),
@@ -83,11 +110,29 @@ def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: d
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
     local_batch = config.sft_batch_size // info.world_size
     P = env.prompt_len
-    accuracy, step = 0.0, 0
+    accuracy, step, seconds_before = 0.0, 0, 0.0
+    progress = load_progress(config, print0)
+    if progress is not None:
+        model.load_state_dict(progress["model"])
+        optimizer.load_state_dict(progress["optimizer"])
+        scheduler.load_state_dict(progress["scheduler"])
+        accuracy, step, seconds_before = progress["accuracy"], progress["step"], progress["seconds"]
+        print0(f"Warm start: continuing from step {step} ({progress_path(config)})")
+    t0 = time.time() - seconds_before
+
+    def save_progress():
+        if info.is_main:
+            save_atomic({"kind": "warm_start_progress", "model": model.state_dict(), "model_args": config.model_args(),
+                         "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                         "fingerprint": fingerprint(config), "step": step, "accuracy": accuracy,
+                         "seconds": time.time() - t0}, progress_path(config))
+        dist.barrier()
+
     print0(f"Warm start: supervised training on the train split until held-out accuracy >= "
            f"{config.sft_target_accuracy} (checked on {len(eval_a)} problems every {config.sft_eval_interval} "
            f"steps, at most {config.sft_max_steps} steps)")
-    bar = tqdm(total=config.sft_max_steps, desc="warm start", disable=not info.show_progress, dynamic_ncols=True)
+    bar = tqdm(total=config.sft_max_steps, initial=step, desc="warm start", disable=not info.show_progress,
+               dynamic_ncols=True)
     model.train()
     while step < config.sft_max_steps:
         seeding.seed_dropout(config.seed, info.rank, step)
@@ -106,7 +151,10 @@ def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: d
         bar.update(1)
         if should_stop():
             bar.close()
+            save_progress()
             return None
+        if step % config.sft_save_interval == 0:
+            save_progress()
         if step % config.sft_eval_interval == 0 or step == config.sft_max_steps:
             accuracy = evaluate(model, env, eval_a, eval_b, info, config.eval_batch_size, 0).accuracy
             bar.set_postfix(loss=f"{loss.item():.3f}", heldout_acc=f"{accuracy:.3f}")

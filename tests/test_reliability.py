@@ -324,3 +324,35 @@ def test_wandb_without_login_goes_offline_with_a_notice(tmp_path):
     notice = [l for l in proc.stdout.splitlines() if l.startswith("wandb: not logged in")]
     assert len(notice) == 1 and "logging offline" in notice[0]
     assert list((tmp_path / "run" / "wandb").glob("offline-run-*"))
+
+
+def test_stopped_warm_start_continues_to_the_same_weights(tmp_path):
+    from rl.dist import DistInfo
+    from rl.warm_start import init_policy
+
+    settings = dict(init_from="sft", sft_max_steps=12, sft_batch_size=32, sft_eval_interval=4, sft_save_interval=5,
+                    sft_target_accuracy=1.0, sft_num_eval=20)
+
+    steps_taken = []
+
+    def warm_start(out_dir, stop_after=None):
+        trainer = make_trainer(out_dir=str(out_dir), **settings)
+        steps_taken.clear()
+
+        def should_stop():  # asked once after every supervised step
+            steps_taken.append(1)
+            return stop_after is not None and len(steps_taken) >= stop_after
+        return init_policy(trainer.config, trainer.env, trainer.model, DistInfo(), trainer.eval_a, trainer.eval_b,
+                           lambda *_: None, should_stop)
+
+    assert warm_start(tmp_path / "straight")["warm_start_steps"] == 12
+    assert warm_start(tmp_path / "stopped", stop_after=7) is None  # stopped after its 7th step
+    progress = torch.load(tmp_path / "stopped" / "warm_start_progress.pt", weights_only=True)
+    assert progress["step"] == 7
+    assert warm_start(tmp_path / "stopped")["warm_start_steps"] == 12  # the same command continues...
+    assert len(steps_taken) == 5  # ...with the 5 steps that were missing
+    assert not (tmp_path / "stopped" / "warm_start_progress.pt").exists()
+    straight = torch.load(tmp_path / "straight" / "warm_start.pt", weights_only=True)["model"]
+    continued = torch.load(tmp_path / "stopped" / "warm_start.pt", weights_only=True)["model"]
+    for name in straight:
+        assert torch.equal(straight[name], continued[name]), name
