@@ -202,11 +202,12 @@ def end_to_end(config_name: str, root: str = os.path.join(REPO, "out", "benchmar
                 summaries.append(json.load(f))
     if not summaries:
         emit(metric="end_to_end", config=config_name, note=f"no runs in {root}; run python -m rl.benchmark first")
-        return
-    emit(metric="end_to_end", config=config_name, runs=len(summaries),
-         wall_seconds_median=statistics.median(s["total_seconds"] for s in summaries),
-         warm_start_seconds_median=statistics.median(s.get("warm_start_seconds", 0.0) for s in summaries),
-         final_accuracy_median=statistics.median(s["final_accuracy"] for s in summaries), source=root)
+    for world_size in sorted({s["world_size"] for s in summaries}):
+        runs = [s for s in summaries if s["world_size"] == world_size]
+        emit(metric="end_to_end", config=config_name, processes=world_size, runs=len(runs),
+             wall_seconds_median=statistics.median(s["total_seconds"] for s in runs),
+             warm_start_seconds_median=statistics.median(s.get("warm_start_seconds", 0.0) for s in runs),
+             final_accuracy_median=statistics.median(s["final_accuracy"] for s in runs), source=root)
 
 
 def main(configs: list, compile: bool = False):
