@@ -51,14 +51,19 @@ def emit(**row):
     print(json.dumps(row), flush=True)
 
 
-def matmul_peak_flops(n: int = 4096, reps: int = 5) -> float:
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    for _ in range(2):
-        a @ b
+def seconds_per_call(fn, reps: int = 3, warmup: int = 1) -> float:
+    """Mean wall seconds of fn() over `reps` calls, after `warmup` untimed calls."""
+    for _ in range(warmup):
+        fn()
     t0 = time.perf_counter()
     for _ in range(reps):
-        a @ b
-    return 2 * n ** 3 * reps / (time.perf_counter() - t0)
+        fn()
+    return (time.perf_counter() - t0) / reps
+
+
+def matmul_peak_flops(n: int = 4096, reps: int = 5) -> float:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    return 2 * n ** 3 / seconds_per_call(lambda: a @ b, reps, warmup=2)
 
 
 def forward_flops(config, T: int) -> float:
@@ -70,8 +75,8 @@ def forward_flops(config, T: int) -> float:
 
 
 def update_flops(config, num_sequences: int) -> float:
-    """Forward + backward (3 forwards) over every sequence in each of ppo_epochs passes, plus the no-grad forwards the step
-    also makes: the sampling policy's log-probs when a rollout feeds several optimizer steps
+    """Forward + backward (3 forwards) over every sequence in each of ppo_epochs passes, plus the
+    no-grad forwards the step also makes: the sampling policy's log-probs when a rollout feeds several optimizer steps
     (PPO ratios; every minibatch but the first, see MathRLTrainer.train_step), and the reference
     policy's when there is a KL penalty."""
     old = 1 - 1 / config.ppo_minibatches if config.ppo_epochs * config.ppo_minibatches > 1 else 0
@@ -112,13 +117,11 @@ def measure_in_process(config_name: str, steps: int = 6):
     env, model = trainer.env, trainer.model.eval()
     prompts, _ = env.encode(*env.sample_operands(c.rl_batch_size, np.random.default_rng(0)))
     out = {}
+    tokens = c.rl_batch_size * c.rl_rollout_size * env.answer_len
     for use_cache in (True, False):
-        model.generate(prompts, env.answer_len, num_samples=c.rl_rollout_size, use_cache=use_cache)
-        t0 = time.perf_counter()
-        for _ in range(3):
-            model.generate(prompts, env.answer_len, num_samples=c.rl_rollout_size, use_cache=use_cache)
-        tokens = 3 * c.rl_batch_size * c.rl_rollout_size * env.answer_len
-        out["with_cache" if use_cache else "without_cache"] = tokens / (time.perf_counter() - t0)
+        seconds = seconds_per_call(lambda: model.generate(prompts, env.answer_len, num_samples=c.rl_rollout_size,
+                                                          use_cache=use_cache))
+        out["with_cache" if use_cache else "without_cache"] = tokens / seconds
     emit(metric="rollout_tokens_per_second", config=config_name, **out, threads=threads)
     measure_bf16(model, env, prompts, c, threads)
 
@@ -141,11 +144,7 @@ def measure_bf16(model, env, prompts, c, threads: int, reps: int = 3):
             m(seq).float().logsumexp(-1).mean().backward()
 
         for key, fn in (("rollout_seconds", rollout), ("forward_backward_seconds", fwd_bwd)):
-            fn()
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                fn()
-            row[f"{key}_{name}"] = (time.perf_counter() - t0) / reps
+            row[f"{key}_{name}"] = seconds_per_call(fn, reps)
     emit(metric="bf16", config=c.__class__.__name__, **row, threads=threads)
 
 
@@ -182,13 +181,10 @@ def measure_compile(config_name: str, reps: int = 3):
     seq = torch.randint(0, c.vocab_size, (c.rl_batch_size * c.rl_rollout_size, c.max_seq_len - 1))
     row = {}
     for name, m in (("eager", model), ("compiled", torch.compile(model))):
-        t0 = time.perf_counter()
-        m(seq).logsumexp(-1).mean().backward()
-        row[f"first_call_seconds_{name}"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        for _ in range(reps):
+        def fwd_bwd():
             m(seq).logsumexp(-1).mean().backward()
-        row[f"forward_backward_seconds_{name}"] = (time.perf_counter() - t0) / reps
+        row[f"first_call_seconds_{name}"] = seconds_per_call(fwd_bwd, reps=1, warmup=0)  # compiles, if it will
+        row[f"forward_backward_seconds_{name}"] = seconds_per_call(fwd_bwd, reps, warmup=0)
     emit(metric="torch_compile", config=config_name, **row, threads=torch.get_num_threads())
 
 
