@@ -1,7 +1,7 @@
-"""The arithmetic task: operations, token format, the fixed held-out split and answer parsing.
+"""The arithmetic task: operations, token format, the fixed train / validation / test split, answer parsing.
 
 Everything about how a problem is written as tokens lives here; rewards and the trainer only
-compare token tensors that this module produced.
+compare token tensors that this module produced, at positions it names.
 
 Token format for `MathEnvironment('adder', 3)` (reverse_answer=True, the default):
 
@@ -18,17 +18,40 @@ Why reversed (as in minGPT's adder): the model writes the answer left to right, 
 from the low digits to the high ones, so writing low digits first lets every digit depend on
 digits already written. `reverse_answer=False` writes the answer normally ("0168$").
 
-An answer is correct only if it is exactly the target: the right digits, then the end token.
+Showing the work (`show_work=True`, for operations that define steps): the answer first writes
+the steps, then "=" and the final answer. Multiplication writes the school method, each number
+reversed like the answer: the partial products a * b_i * 10^i (b_i the i-th lowest digit of b),
+each added to a running sum that is written out after every addition but the last (the last sum
+is the answer itself):
 
-Held-out split: a fixed hash of the unordered operand pair {a, b} marks a `test_fraction` share of
-all problems as test. Training never samples them (nor their mirror b, a); the evaluation set is
-drawn from them with a fixed seed, so it is the same in every run, for every seed and on every rank.
+    12 * 34 = 408      "12*34="  ->  "840+0630=8040$"
+                       840 = 48 (12*4) in 3 digits, 0630 = 360 (12*3*10) in 4, then = and 408 in 4
+    123 * 456 = 56088  "123*456="  ->  "8370+05160=88860+002940=880650$"
+                       738 (123*6), 6150 (123*5*10), their sum 6888, 49200 (123*4*100), = 56088
 
-A new operation is one function:
+Every sub-problem a held-out pair needs (a times one digit, a digit-local sum) also occurs in
+training pairs, so what the policy learns transfers; the bare product makes each middle digit a
+function of all four input digits, which small models memorise rather than learn. Every answer of
+a task has the same length, so batched sampling needs no padding.
+
+An answer is correct only if its final answer is exactly the target's: the "=" before it (when the
+work is shown), its digits, then the end token. Whether the steps are right is scored separately.
+
+The split: a fixed hash u in [0, 1) of the unordered operand pair {a, b} puts a pair in the test
+split when u < test_fraction, in the validation split when u < test_fraction + validation_fraction,
+and in the train split otherwise. Training never samples a validation or test pair (nor its mirror
+b, a); choices (when the warm start stops, sweeps) look at validation; reported accuracies are on
+test. The evaluation sets are drawn from their split with fixed seeds of their own, so they are the
+same in every run, for every seed, on every rank, and the first n of a larger set for any size n.
+
+A new operation is one function (see configs/ and README "Adding an arithmetic task"):
 
     @operation("modulo", symbol="%", answer_digits=lambda n: n)
     def modulo(a, b):
         return a % b if b else 0
+
+Its steps, if it has any, are a second function passed as `steps=`: (a, b, ndigit) -> a list of
+(separator, value, width), written in order before the final "=" (see `long_multiplication`).
 """
 
 import operator as _operator
@@ -40,7 +63,12 @@ import torch
 
 DIGITS = "0123456789"
 EQUALS, END, PAD = "=", "$", "."
-EVAL_SEED = 20240601  # the evaluation set's own seed: never the run seed, so it never moves
+SPLITS = ("train", "validation", "test")
+# Each evaluation set's own seed: never the run seed, so it never moves. The test seed is the one
+# every earlier result was measured with.
+EVAL_SEEDS = {"test": 20240601, "validation": 20240602}
+ENUMERATE_LIMIT = 4_000_000  # operand spaces up to this many ordered pairs are enumerated exactly
+EVAL_CHUNK = 4096  # larger spaces are drawn in chunks of this many pairs, so any prefix is stable
 
 
 @dataclass(frozen=True)
@@ -49,26 +77,45 @@ class Operation:
     symbol: str
     fn: Callable[[int, int], int]
     answer_digits: Callable[[int], int]  # answer width for ndigit-digit operands
-    ordered: bool  # pose only a >= b (subtraction: keeps results non-negative)
+    ordered: bool = False  # pose only a >= b (subtraction: keeps results non-negative)
+    steps: Optional[Callable[[int, int, int], list]] = None  # (a, b, ndigit) -> [(separator, value, width)]
 
 
 OPERATIONS: dict = {}
 
 
-def operation(name: str, symbol: str, answer_digits: Callable[[int], int], ordered: bool = False):
-    """Register fn(a, b) -> int as the task `name`, written with the one-character `symbol`."""
+def operation(name: str, symbol: str, answer_digits: Callable[[int], int], ordered: bool = False,
+              steps: Optional[Callable[[int, int, int], list]] = None):
+    """Register fn(a, b) -> int as the task `name`, written with the one-character `symbol`;
+    `steps` writes its work for show_work=True (see `long_multiplication`)."""
     if len(symbol) != 1 or symbol in DIGITS + EQUALS + END + PAD:
-        raise ValueError(f"operation symbol must be one character other than digits and '{EQUALS}{END}{PAD}', got {symbol!r}")
+        raise ValueError(f"operation symbol must be one character other than digits and '{EQUALS}{END}{PAD}', "
+                         f"got {symbol!r}")
 
     def register(fn):
-        OPERATIONS[name] = Operation(name, symbol, fn, answer_digits, ordered)
+        OPERATIONS[name] = Operation(name, symbol, fn, answer_digits, ordered, steps)
         return fn
     return register
 
 
+def long_multiplication(a: int, b: int, ndigit: int) -> list:
+    """The school method's steps for a * b: the partial product a * b_i * 10^i for each digit b_i of
+    b (lowest first, n + 1 + i digits wide), each added to the running sum, which is written after
+    every addition but the last. 12*34 -> [("", 48, 3), ("+", 360, 4)]; the answer then follows."""
+    n = ndigit
+    parts = [a * (b // 10 ** i % 10) * 10 ** i for i in range(n)]
+    steps, total = [("", parts[0], n + 1)], parts[0]
+    for i in range(1, n):
+        total += parts[i]
+        steps.append(("+", parts[i], n + 1 + i))
+        if i < n - 1:
+            steps.append((EQUALS, total, n + 1 + i))
+    return steps
+
+
 operation("adder", "+", answer_digits=lambda n: n + 1)(_operator.add)
 operation("subtractor", "-", answer_digits=lambda n: n, ordered=True)(_operator.sub)
-operation("multiplier", "*", answer_digits=lambda n: 2 * n)(_operator.mul)
+operation("multiplier", "*", answer_digits=lambda n: 2 * n, steps=long_multiplication)(_operator.mul)
 
 
 def _splitmix64(x: np.ndarray) -> np.ndarray:
@@ -79,12 +126,17 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
-def is_test_pair(a, b, test_fraction: float) -> np.ndarray:
-    """True where the unordered pair {a, b} belongs to the held-out split. a, b: int arrays (B,)."""
+def pair_hash(a, b) -> np.ndarray:
+    """u in [0, 1) for each unordered pair {a, b}: a fixed function of the pair. a, b: int arrays (B,)."""
     a, b = np.asarray(a, dtype=np.uint64), np.asarray(b, dtype=np.uint64)
     key = (np.minimum(a, b) << np.uint64(32)) | np.maximum(a, b)
-    u = (_splitmix64(key ^ np.uint64(0x5DEECE66D)) >> np.uint64(11)).astype(np.float64) / 2.0**53
-    return u < test_fraction
+    return (_splitmix64(key ^ np.uint64(0x5DEECE66D)) >> np.uint64(11)).astype(np.float64) / 2.0 ** 53
+
+
+def split_of(a, b, test_fraction: float, validation_fraction: float) -> np.ndarray:
+    """The split of each pair as an index into SPLITS (0 train, 1 validation, 2 test). (B,) -> (B,)."""
+    u = pair_hash(a, b)
+    return np.where(u < test_fraction, 2, np.where(u < test_fraction + validation_fraction, 1, 0))
 
 
 @dataclass(frozen=True)
@@ -101,62 +153,111 @@ class MathProblem:
 
 
 class MathEnvironment:
-    """n-digit problems of one operation: sampling, encoding, decoding and the held-out split."""
+    """n-digit problems of one operation: sampling, encoding, decoding and the three splits.
 
-    def __init__(self, task: str = "adder", ndigit: int = 3, reverse_answer: bool = True,
-                 use_format: bool = True, test_fraction: float = 0.1, seed: int = 0):
+    Positions in an answer (A = answer_len tokens): the steps (when shown) and their closing "=" come
+    first, the final answer's digits start at `final_start`, the end token is last. `final_slice`
+    covers what exact match compares (the closing "=", the final digits, the end token) and
+    `steps_slice` the steps."""
+
+    def __init__(self, task: str = "adder", ndigit: int = 3, *, reverse_answer: bool = True,
+                 use_format: bool = True, test_fraction: float = 0.1, validation_fraction: float = 0.05,
+                 show_work: bool = False, seed: int = 0):
         if task not in OPERATIONS:
             raise ValueError(f"unknown task {task!r}; known tasks: {', '.join(sorted(OPERATIONS))}")
         if not 1 <= ndigit <= 9:
             raise ValueError(f"ndigit must be between 1 and 9, got {ndigit}")
-        if not 0.0 < test_fraction < 1.0:
-            raise ValueError(f"test_fraction must be strictly between 0 and 1, got {test_fraction}")
+        if not (0.0 < test_fraction and 0.0 < validation_fraction and test_fraction + validation_fraction < 1.0):
+            raise ValueError(f"test_fraction and validation_fraction must be positive and leave a train split, "
+                             f"got {test_fraction} and {validation_fraction}")
         self.task, self.op, self.ndigit = task, OPERATIONS[task], ndigit
-        self.reverse_answer, self.use_format, self.test_fraction = reverse_answer, use_format, test_fraction
+        if show_work and self.op.steps is None:
+            raise ValueError(f"task {task} defines no steps to show; use show_work=false "
+                             f"(tasks with steps: {', '.join(n for n, o in OPERATIONS.items() if o.steps)})")
+        self.reverse_answer, self.use_format, self.show_work = reverse_answer, use_format, show_work
+        self.test_fraction, self.validation_fraction = test_fraction, validation_fraction
         self.answer_digits = self.op.answer_digits(ndigit)
-        self.itos = list(DIGITS) + [self.op.symbol, EQUALS, END, PAD]
+        self.layout = [(sep, width) for sep, _, width in self.op.steps(0, 0, ndigit)] if show_work else []
+        separators = [sep for sep, _ in self.layout if sep not in ("", self.op.symbol, EQUALS)]
+        if any(len(sep) != 1 or sep in DIGITS + END + PAD for sep in separators):
+            raise ValueError(f"{task}: a step separator must be '' or one character other than digits and "
+                             f"'{END}{PAD}', got {separators}")
+        self.itos = list(DIGITS) + [self.op.symbol, EQUALS, END, PAD] + sorted(set(separators))
         self.stoi = {ch: i for i, ch in enumerate(self.itos)}
         self.end_token, self.pad_token = self.stoi[END], self.stoi[PAD]
         self.vocab_size = len(self.itos)
         self.prompt_len = 2 * ndigit + (2 if use_format else 0)
-        self.answer_len = self.answer_digits + 1  # digits, then the end token
+        steps_len = sum(len(sep) + width for sep, width in self.layout)
+        self.final_start = steps_len + (1 if show_work else 0)  # the steps, then "="
+        self.answer_len = self.final_start + self.answer_digits + 1  # then the digits and the end token
         self.seq_len = self.prompt_len + self.answer_len
+        self.final_slice = slice(steps_len, self.answer_len)
+        self.steps_slice = slice(0, steps_len)
         self._rng = np.random.default_rng(seed)  # only for generate_problem() without an rng
+        self._check_results_fit()
+
+    def _check_results_fit(self):
+        """Find an operation whose results (or steps) do not fit its declared widths now, not mid-run:
+        every pair when there are few, else the corners and a fixed sample."""
+        space = 10 ** self.ndigit
+        if space <= 100:
+            a, b = np.divmod(np.arange(space * space, dtype=np.int64), space)
+        else:
+            rng = np.random.default_rng(0)
+            corners = np.array([0, 1, space - 1], dtype=np.int64)
+            a = np.concatenate([np.repeat(corners, 3), rng.integers(0, space, 1000)])
+            b = np.concatenate([np.tile(corners, 3), rng.integers(0, space, 1000)])
+        if self.op.ordered:
+            a, b = np.maximum(a, b), np.minimum(a, b)
+        if self.show_work:
+            for x, y in zip(a.tolist(), b.tolist()):
+                layout = [(sep, width) for sep, _, width in self.op.steps(x, y, self.ndigit)]
+                if layout != self.layout:
+                    raise ValueError(f"{self.task}: the steps of {x}{self.op.symbol}{y} are laid out as {layout}, "
+                                     f"those of 0{self.op.symbol}0 as {self.layout}; every answer needs the same")
+        self.encode(a, b)
 
     # ---- sampling -------------------------------------------------------------------------
+    def split_of(self, a, b) -> np.ndarray:
+        """The split of each pair (a, b): an index into SPLITS. (B,) -> (B,)."""
+        return split_of(a, b, self.test_fraction, self.validation_fraction)
+
     def sample_operands(self, n: int, rng: np.random.Generator, split: str = "train"):
         """n operand pairs (a, b), each an int64 array (n,), drawn uniformly from one split."""
-        want_test = {"train": False, "test": True}[split]
+        want = SPLITS.index(split)
         a_out, b_out, have = [], [], 0
         while have < n:
-            k = 2 * (n - have) + 16  # oversample: rejection keeps (1 - test_fraction) of draws
-            a = rng.integers(0, 10 ** self.ndigit, size=k)
-            b = rng.integers(0, 10 ** self.ndigit, size=k)
-            if self.op.ordered:
-                a, b = np.maximum(a, b), np.minimum(a, b)
-            keep = is_test_pair(a, b, self.test_fraction) == want_test
+            k = 2 * (n - have) + 16  # oversample: rejection keeps about 85% of draws for train
+            a, b = self._draw(k, rng)
+            keep = self.split_of(a, b) == want
             a_out.append(a[keep]), b_out.append(b[keep])
             have += int(keep.sum())
         return np.concatenate(a_out)[:n], np.concatenate(b_out)[:n]
 
-    def eval_operands(self, num: int):
-        """The fixed evaluation set: up to `num` held-out pairs, identical in every run."""
-        rng = np.random.default_rng(EVAL_SEED)
-        space = 10 ** self.ndigit
-        if space * space <= 4_000_000:  # small enough to enumerate: take all test pairs, then subsample
+    def _draw(self, k: int, rng: np.random.Generator):
+        a = rng.integers(0, 10 ** self.ndigit, size=k)
+        b = rng.integers(0, 10 ** self.ndigit, size=k)
+        return (np.maximum(a, b), np.minimum(a, b)) if self.op.ordered else (a, b)
+
+    def eval_operands(self, num: int, split: str = "test"):
+        """The fixed evaluation set of `split`: up to `num` distinct pairs, identical in every run, and
+        the first `num` of any larger set (an evaluation of 500 problems checks the first 500 of 1000)."""
+        want, rng, space = SPLITS.index(split), np.random.default_rng(EVAL_SEEDS[split]), 10 ** self.ndigit
+        if space * space <= ENUMERATE_LIMIT:  # take every pair of the split, in a fixed random order
             a, b = np.divmod(np.arange(space * space, dtype=np.int64), space)
             if self.op.ordered:
                 a, b = a[a >= b], b[a >= b]
-            test = is_test_pair(a, b, self.test_fraction)
-            a, b = a[test], b[test]
-            if len(a) > num:
-                pick = rng.permutation(len(a))[:num]
-                a, b = a[pick], b[pick]
-            return a, b
-        a, b = self.sample_operands(2 * num, rng, split="test")
-        _, first = np.unique(a * space + b, return_index=True)
-        first = np.sort(first)[:num]
-        return a[first], b[first]
+            keep = self.split_of(a, b) == want
+            order = rng.permutation(int(keep.sum()))[:num]
+            return a[keep][order], b[keep][order]
+        seen, a_out, b_out = set(), [], []
+        while len(a_out) < num:  # fixed-size chunks: what is drawn never depends on num
+            a, b = self._draw(EVAL_CHUNK, rng)
+            keep = self.split_of(a, b) == want
+            for x, y in zip(a[keep].tolist(), b[keep].tolist()):
+                if (x, y) not in seen and len(a_out) < num:
+                    seen.add((x, y)), a_out.append(x), b_out.append(y)
+        return np.array(a_out, dtype=np.int64), np.array(b_out, dtype=np.int64)
 
     def generate_problem(self, rng: Optional[np.random.Generator] = None, split: str = "train") -> MathProblem:
         a, b = self.sample_operands(1, rng if rng is not None else self._rng, split)
@@ -164,50 +265,66 @@ class MathEnvironment:
 
     def problem(self, a: int, b: int) -> MathProblem:
         prompt, answer = self.encode(np.array([a]), np.array([b]))
-        return MathProblem(a, b, self.op.symbol, self.op.fn(a, b), self.decode_text(prompt[0]), self.decode_text(answer[0]))
+        return MathProblem(a, b, self.op.symbol, self.op.fn(a, b), self.decode_text(prompt[0]),
+                           self.decode_text(answer[0]))
 
     # ---- encoding -------------------------------------------------------------------------
-    def _digits(self, x: np.ndarray, width: int) -> np.ndarray:
-        """x (B,) non-negative ints -> (B, width) digit ids, most significant first."""
-        powers = 10 ** np.arange(width - 1, -1, -1, dtype=np.int64)
-        return (x[:, None] // powers) % 10
+    def _number(self, x: np.ndarray, width: int, what: str) -> np.ndarray:
+        """x (B,) -> (B, width) digit ids, reversed when reverse_answer; ValueError if x does not fit."""
+        if (x < 0).any() or (x >= 10 ** width).any():
+            bad = int(np.nonzero((x < 0) | (x >= 10 ** width))[0][0])
+            raise ValueError(f"{self.task} with ndigit={self.ndigit}: {what} {int(x[bad])} does not fit "
+                             f"{width} non-negative digits; widen it in the operation's definition")
+        digits = self._digits(x, width)
+        return digits[:, ::-1] if self.reverse_answer else digits
 
     def encode(self, a, b):
         """Operands (B,) -> prompt tokens (B, prompt_len) and answer tokens (B, answer_len), int64."""
         a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
-        results = np.array([self.op.fn(int(x), int(y)) for x, y in zip(a, b)], dtype=np.int64)
-        if (results < 0).any() or (results >= 10 ** self.answer_digits).any():
-            raise ValueError(f"{self.task}: a result does not fit {self.answer_digits} non-negative digits")
         B, n = len(a), self.ndigit
-        parts = [self._digits(a, n)]
-        if self.use_format:
-            parts.append(np.full((B, 1), self.stoi[self.op.symbol]))
-        parts.append(self._digits(b, n))
-        if self.use_format:
-            parts.append(np.full((B, 1), self.stoi[EQUALS]))
-        answer = self._digits(results, self.answer_digits)
-        if self.reverse_answer:
-            answer = answer[:, ::-1]
-        answer = np.concatenate([answer, np.full((B, 1), self.end_token)], axis=1)
-        return torch.from_numpy(np.concatenate(parts, axis=1)), torch.from_numpy(np.ascontiguousarray(answer))
+        column = lambda ch: np.full((B, 1), self.stoi[ch])
+        fmt = [column(self.op.symbol)] if self.use_format else []
+        prompt = [self._digits(a, n), *fmt, self._digits(b, n), *([column(EQUALS)] if self.use_format else [])]
+        answer = []
+        if self.show_work:
+            steps = [self.op.steps(int(x), int(y), n) for x, y in zip(a, b)]
+            for k, (sep, width) in enumerate(self.layout):
+                answer += [column(sep)] if sep else []
+                answer.append(self._number(np.array([s[k][1] for s in steps], dtype=np.int64), width, "a step"))
+            answer.append(column(EQUALS))
+        results = np.array([self.op.fn(int(x), int(y)) for x, y in zip(a, b)], dtype=np.int64)
+        answer += [self._number(results, self.answer_digits, "a result"), column(END)]
+        return (torch.from_numpy(np.concatenate(prompt, axis=1)),
+                torch.from_numpy(np.ascontiguousarray(np.concatenate(answer, axis=1))))
+
+    @staticmethod
+    def _digits(x: np.ndarray, width: int) -> np.ndarray:
+        """x (B,) non-negative ints -> (B, width) digit ids, most significant first."""
+        return (x[:, None] // 10 ** np.arange(width - 1, -1, -1, dtype=np.int64)) % 10
+
+    @staticmethod
+    def is_digit(tokens: torch.Tensor) -> torch.Tensor:
+        """Which tokens are digits (ids 0-9 are the digits 0-9 in every task's vocabulary)."""
+        return tokens < len(DIGITS)
 
     def decode_text(self, tokens) -> str:
         return "".join(self.itos[int(t)] for t in tokens)
 
     def decode_answer(self, tokens) -> Optional[int]:
-        """Generated answer tokens (answer_len,) -> the number they state, or None if malformed
-        (a non-digit among the digits, or no end token right after them)."""
+        """Generated answer tokens (answer_len,) -> the final answer they state, or None if it is
+        malformed (a non-digit among its digits, no "=" before it when the work is shown, or no end
+        token right after it). The steps are not read."""
         tokens = [int(t) for t in tokens]
-        digits, rest = tokens[: self.answer_digits], tokens[self.answer_digits:]
-        if any(t > 9 for t in digits) or not rest or rest[0] != self.end_token:
+        digits, end = tokens[self.final_start:-1], tokens[-1]
+        if any(t > 9 for t in digits) or end != self.end_token:
             return None
-        if self.reverse_answer:
-            digits = digits[::-1]
-        return int("".join(map(str, digits)))
+        if self.show_work and tokens[self.final_start - 1] != self.stoi[EQUALS]:
+            return None
+        return int("".join(map(str, digits[::-1] if self.reverse_answer else digits)))
 
     def describe_mistake(self, a: int, b: int, tokens) -> str:
-        """One line in minGPT's style: 'claims 123+45=169, truth 168'."""
+        """One line in minGPT's style: 'claims 123+45=169, truth 168' (and what it wrote, with steps)."""
         value = self.decode_answer(tokens)
-        truth = self.op.fn(a, b)
         claim = value if value is not None else f"malformed {self.decode_text(tokens)!r}"
-        return f"claims {a}{self.op.symbol}{b}={claim}, truth {truth}"
+        line = f"claims {a}{self.op.symbol}{b}={claim}, truth {self.op.fn(a, b)}"
+        return line + (f"; wrote {self.decode_text(tokens)!r}" if self.show_work and value is not None else "")

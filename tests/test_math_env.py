@@ -1,4 +1,4 @@
-"""Task format, carries, answer parsing and the held-out split.  Run: python -m pytest tests/test_math_env.py"""
+"""Task format, carries, shown work, answer parsing and the three splits.  Run: python -m pytest tests/test_math_env.py"""
 
 import subprocess
 import sys
@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rl.math_env import OPERATIONS, MathEnvironment, is_test_pair, operation
+from rl.math_env import OPERATIONS, SPLITS, MathEnvironment, long_multiplication, operation, split_of
 
 
 def text(env, a, b):
@@ -23,6 +23,34 @@ def test_worked_examples_of_the_docstring():
     assert text(MathEnvironment("adder", 3, use_format=False), 123, 45) == ("123045", "8610$")
 
 
+def test_shown_work_by_worked_example():
+    two = MathEnvironment("multiplier", 2, show_work=True)
+    # 12*4 = 48 in 3 digits, 12*3*10 = 360 in 4, then = and 408 in 4, each reversed
+    assert text(two, 12, 34) == ("12*34=", "840+0630=8040$")
+    assert text(two, 99, 99) == ("99*99=", "198+0198=1089$")  # 891 + 8910 = 9801
+    assert text(MathEnvironment("multiplier", 2, show_work=True, reverse_answer=False), 12, 34) == (
+        "12*34=", "048+0360=0408$")
+    three = MathEnvironment("multiplier", 3, show_work=True)
+    # 738 (123*6), 6150 (123*5*10), their running sum 6888, 49200 (123*4*100), then 56088
+    assert text(three, 123, 456) == ("123*456=", "8370+05160=88860+002940=880650$")
+    assert long_multiplication(123, 456, 3) == [("", 738, 4), ("+", 6150, 5), ("=", 6888, 5), ("+", 49200, 6)]
+    assert (two.answer_len, two.final_start, two.vocab_size) == (14, 9, 15)  # '+' joins the vocabulary
+    assert (three.answer_len, three.final_start) == (31, 24)
+    answer = two.decode_text(two.encode([12], [34])[1][0])
+    assert answer[two.final_slice] == "=8040$" and answer[two.steps_slice] == "840+0630"
+
+
+def test_decoding_reads_only_the_final_answer():
+    env = MathEnvironment("multiplier", 2, show_work=True)
+    enc = lambda s: [env.stoi[c] for c in s]
+    assert env.decode_answer(enc("840+0630=8040$")) == 408
+    assert env.decode_answer(enc("999+9999=8040$")) == 408  # wrong steps, the final answer still reads 408
+    assert env.decode_answer(enc("840+0630+8040$")) is None  # no '=' before the final answer
+    assert env.decode_answer(enc("840+0630=80+0$")) is None  # a non-digit in it
+    assert env.decode_answer(enc("840+0630=8040.")) is None  # never ended
+    assert env.describe_mistake(12, 34, enc("840+0630=8140$")) == "claims 12*34=418, truth 408; wrote '840+0630=8140$'"
+
+
 def test_carries_reach_the_extra_digit():
     env = MathEnvironment("adder", 3)
     assert text(env, 999, 1) == ("999+001=", "0001$")  # 1000, reversed
@@ -34,14 +62,16 @@ def test_lengths_and_vocabulary():
     env = MathEnvironment("adder", 3)
     assert (env.prompt_len, env.answer_len, env.seq_len) == (8, 5, 13)
     assert env.vocab_size == 14 and env.itos[env.end_token] == "$" and env.itos[env.pad_token] == "."
+    assert (env.final_start, env.final_slice, env.steps_slice) == (0, slice(0, 5), slice(0, 0))
     mul = MathEnvironment("multiplier", 2)
     assert (mul.prompt_len, mul.answer_len, mul.seq_len) == (6, 5, 11)
 
 
-@pytest.mark.parametrize("task,ndigit,reverse", [("adder", 3, True), ("adder", 4, False), ("multiplier", 2, True),
-                                                 ("subtractor", 3, True), ("multiplier", 3, False)])
-def test_decode_inverts_encode(task, ndigit, reverse):
-    env = MathEnvironment(task, ndigit, reverse_answer=reverse)
+@pytest.mark.parametrize("task,ndigit,reverse,work", [("adder", 3, True, False), ("adder", 4, False, False),
+                                                      ("multiplier", 2, True, True), ("subtractor", 3, True, False),
+                                                      ("multiplier", 3, False, True), ("multiplier", 3, True, False)])
+def test_decode_inverts_encode(task, ndigit, reverse, work):
+    env = MathEnvironment(task, ndigit, reverse_answer=reverse, show_work=work)
     a, b = env.sample_operands(500, np.random.default_rng(0))
     _, answers = env.encode(a, b)
     for x, y, tokens in zip(a, b, answers):
@@ -64,39 +94,52 @@ def test_subtraction_never_poses_a_negative_result():
     assert (a >= b).all() and (a > b).any()
 
 
-def test_split_is_symmetric_and_near_the_requested_share():
+# ---- the three splits ----------------------------------------------------------------------------
+def test_splits_are_symmetric_disjoint_and_near_their_shares():
     a, b = np.divmod(np.arange(1000 * 1000), 1000)
-    test = is_test_pair(a, b, 0.1)
-    assert abs(test.mean() - 0.1) < 0.005
-    assert (test == is_test_pair(b, a, 0.1)).all()
+    split = split_of(a, b, 0.1, 0.05)
+    shares = np.bincount(split, minlength=3) / len(split)
+    assert abs(shares[2] - 0.1) < 0.005 and abs(shares[1] - 0.05) < 0.005 and abs(shares[0] - 0.85) < 0.005
+    assert (split == split_of(b, a, 0.1, 0.05)).all()  # the unordered pair decides
+    # the test split is what it always was: only the validation share is carved out of training
+    assert ((split == 2) == (split_of(a, b, 0.1, 0.2) == 2)).all()
 
 
-@pytest.mark.parametrize("task,ndigit", [("adder", 3), ("multiplier", 2), ("subtractor", 2)])
-def test_training_never_samples_held_out_problems(task, ndigit):
-    env = MathEnvironment(task, ndigit)
+@pytest.mark.parametrize("task,ndigit,work", [("adder", 3, False), ("multiplier", 2, True), ("subtractor", 2, False),
+                                              ("adder", 5, False)])
+def test_training_never_samples_validation_or_test_problems(task, ndigit, work):
+    env = MathEnvironment(task, ndigit, show_work=work)
     a, b = env.sample_operands(20000, np.random.default_rng(2))
-    assert not is_test_pair(a, b, env.test_fraction).any()
-    ea, eb = env.eval_operands(1000)
-    assert is_test_pair(ea, eb, env.test_fraction).all()
-    train = set(zip(a.tolist(), b.tolist()))
-    assert not train & set(zip(ea.tolist(), eb.tolist()))
+    assert (env.split_of(a, b) == SPLITS.index("train")).all()
+    sets = {split: env.eval_operands(1000, split) for split in ("validation", "test")}
+    for split, (x, y) in sets.items():
+        assert (env.split_of(x, y) == SPLITS.index(split)).all()
+    pairs = {name: set(zip(x.tolist(), y.tolist())) for name, (x, y) in {**sets, "train": (a, b)}.items()}
+    assert not pairs["train"] & pairs["test"] and not pairs["train"] & pairs["validation"]
+    assert not pairs["validation"] & pairs["test"]
+    # nor a mirror of one: b, a is in the same split as a, b
+    assert not {(y, x) for x, y in pairs["train"]} & (pairs["test"] | pairs["validation"])
 
 
-def test_eval_set_is_fixed_whatever_the_run_seed():
-    first = MathEnvironment("adder", 3, seed=1).eval_operands(1000)
-    second = MathEnvironment("adder", 3, seed=2).eval_operands(1000)
-    assert len(first[0]) == 1000
-    assert np.array_equal(first[0], second[0]) and np.array_equal(first[1], second[1])
-    assert len(set(zip(first[0].tolist(), first[1].tolist()))) == 1000  # no duplicates
+@pytest.mark.parametrize("task,ndigit", [("adder", 3), ("adder", 4), ("multiplier", 2)])
+def test_eval_sets_are_fixed_whatever_the_seed_and_the_size(task, ndigit):
+    for split in ("test", "validation"):
+        first = MathEnvironment(task, ndigit, seed=1).eval_operands(1000, split)
+        second = MathEnvironment(task, ndigit, seed=2).eval_operands(1000, split)
+        assert np.array_equal(first[0], second[0]) and np.array_equal(first[1], second[1])
+        assert len(set(zip(first[0].tolist(), first[1].tolist()))) == len(first[0])  # no duplicates
+        small = MathEnvironment(task, ndigit).eval_operands(300, split)  # any num_eval: a prefix
+        assert np.array_equal(small[0], first[0][:300]) and np.array_equal(small[1], first[1][:300])
 
 
-def test_small_space_evaluates_every_held_out_pair():
+def test_small_space_evaluates_every_pair_of_the_split():
     env = MathEnvironment("multiplier", 2)
     a, b = env.eval_operands(10 ** 6)
     x, y = np.divmod(np.arange(10 ** 4), 100)
-    assert len(a) == is_test_pair(x, y, 0.1).sum()
+    assert len(a) == (split_of(x, y, 0.1, 0.05) == 2).sum()
 
 
+# ---- new operations ------------------------------------------------------------------------------
 def test_a_new_operation_is_one_function():
     @operation("test_max", symbol="m", answer_digits=lambda n: n)
     def biggest(a, b):
@@ -107,11 +150,43 @@ def test_a_new_operation_is_one_function():
         del OPERATIONS["test_max"]
 
 
+def test_a_new_operation_states_its_steps_in_the_same_place():
+    def steps(a, b, n):  # the digit sum of each operand, then the final answer
+        return [("", sum(map(int, str(a))), 2), ("&", sum(map(int, str(b))), 2)]
+
+    @operation("test_digitsum", symbol="#", answer_digits=lambda n: 2, steps=steps)
+    def digit_sums(a, b):
+        return sum(map(int, str(a))) + sum(map(int, str(b)))
+    try:
+        env = MathEnvironment("test_digitsum", 2, show_work=True)
+        assert text(env, 59, 7) == ("59#07=", "41&70=12$")  # 14 & 07 = 21, each reversed
+        assert env.itos[-1] == "&" and env.decode_answer(env.encode([59], [7])[1][0]) == 21
+    finally:
+        del OPERATIONS["test_digitsum"]
+
+
+def test_an_operation_that_does_not_fit_its_widths_is_refused_when_the_environment_is_made():
+    @operation("test_overflow", symbol="^", answer_digits=lambda n: n)
+    def power(a, b):
+        return a ** 2
+    try:
+        with pytest.raises(ValueError, match="test_overflow with ndigit=2: a result 100 does not fit 2 non-negative "
+                                             "digits; widen it in the operation's definition"):
+            MathEnvironment("test_overflow", 2)
+    finally:
+        del OPERATIONS["test_overflow"]
+
+
 def test_bad_environment_arguments():
     with pytest.raises(ValueError, match="unknown task 'divider'; known tasks: adder, multiplier, subtractor"):
         MathEnvironment("divider", 2)
     with pytest.raises(ValueError, match="symbol must be one character"):
         operation("bad", symbol="=", answer_digits=lambda n: n)
+    with pytest.raises(ValueError, match="task adder defines no steps to show; use show_work=false "
+                                         r"\(tasks with steps: multiplier\)"):
+        MathEnvironment("adder", 3, show_work=True)
+    with pytest.raises(ValueError, match="test_fraction and validation_fraction must be positive and leave a train"):
+        MathEnvironment("adder", 3, test_fraction=0.5, validation_fraction=0.5)
 
 
 def test_original_debug_command_prints_a_problem():

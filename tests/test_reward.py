@@ -4,13 +4,14 @@ import pytest
 import torch
 
 from rl.math_env import MathEnvironment
-from rl.math_reward import compute_rewards, digit_match, exact_match, format_reward, parse_reward_spec
+from rl.math_reward import compute_rewards, digit_match, exact_match, format_reward, parse_reward_spec, steps_match
 
 ENV = MathEnvironment("adder", 3)
+WORK = MathEnvironment("multiplier", 2, show_work=True)
 
 
-def tok(*answers):
-    return torch.tensor([[ENV.stoi[c] for c in s] for s in answers])
+def tok(env, *answers):
+    return torch.tensor([[env.stoi[c] for c in s] for s in answers])
 
 
 TARGET = "8610$"  # 123 + 45 = 168, reversed and terminated
@@ -26,17 +27,36 @@ CASES = {  # generated: (exact_match, digit_match, format)
 
 @pytest.mark.parametrize("generated", list(CASES))
 def test_each_reward_on_hand_made_answers(generated):
-    target, gen = tok(TARGET), tok(generated)
+    target, gen = tok(ENV, TARGET), tok(ENV, generated)
     expected = CASES[generated]
-    assert exact_match(target, gen).item() == expected[0]
-    assert digit_match(target, gen).item() == expected[1]
-    assert format_reward(target, gen).item() == expected[2]
+    assert exact_match(ENV, target, gen).item() == expected[0]
+    assert digit_match(ENV, target, gen).item() == expected[1]
+    assert format_reward(ENV, target, gen).item() == expected[2]
+
+
+WORK_TARGET = "840+0630=8040$"  # 12 * 34: 48, 360, then 408
+WORK_CASES = {  # generated: (exact_match, steps, digit_match, format)
+    "840+0630=8040$": (1.0, 1.0, 1.0, 1.0),
+    "840+0730=8040$": (1.0, 0.0, 1.0, 1.0),   # a wrong step, the right final answer: exact match reads only the answer
+    "840+0630=8140$": (0.0, 1.0, 0.75, 1.0),  # every step right, a wrong final answer
+    "840+0630+8040$": (0.0, 1.0, 1.0, 0.0),   # the final answer's digits, but no '=' before them
+    "8400+630=8040$": (1.0, 0.0, 1.0, 0.0),   # the separator misplaced inside the work: a format error
+    "840+0630=8040.": (0.0, 1.0, 1.0, 0.0),   # never ended
+}
+
+
+@pytest.mark.parametrize("generated", list(WORK_CASES))
+def test_rewards_with_shown_work(generated):
+    target, gen = tok(WORK, WORK_TARGET), tok(WORK, generated)
+    expected = WORK_CASES[generated]
+    got = tuple(f(WORK, target, gen).item() for f in (exact_match, steps_match, digit_match, format_reward))
+    assert got == expected
 
 
 def test_weighted_sum_and_components():
     gens = list(CASES)
-    target, gen = tok(*[TARGET] * len(gens)), tok(*gens)
-    total, parts = compute_rewards({"exact_match": 1.0, "format": 0.5}, target, gen)
+    target, gen = tok(ENV, *[TARGET] * len(gens)), tok(ENV, *gens)
+    total, parts = compute_rewards({"exact_match": 1.0, "format": 0.5}, ENV, target, gen)
     expected = torch.tensor([CASES[g][0] + 0.5 * CASES[g][2] for g in gens])
     assert torch.equal(total, expected)
     assert set(parts) == {"exact_match", "format"}
@@ -46,9 +66,13 @@ def test_weighted_sum_and_components():
 def test_reward_spec_parsing():
     assert parse_reward_spec("exact_match") == {"exact_match": 1.0}
     assert parse_reward_spec("exact_match:1.0, digit_match:0.25") == {"exact_match": 1.0, "digit_match": 0.25}
-    with pytest.raises(ValueError, match="unknown reward 'exact' in rewards='exact:1'; known rewards: exact_match, digit_match, format"):
+    assert parse_reward_spec("exact_match,steps:0.2", show_work=True) == {"exact_match": 1.0, "steps": 0.2}
+    with pytest.raises(ValueError, match="unknown reward 'exact' in rewards='exact:1'; known rewards: exact_match, "
+                                         "steps, digit_match, format"):
         parse_reward_spec("exact:1")
     with pytest.raises(ValueError, match="reward weight for 'format' must be a number, got 'x'"):
         parse_reward_spec("format:x")
     with pytest.raises(ValueError, match="must be finite"):
         parse_reward_spec("format:nan")
+    with pytest.raises(ValueError, match="reward 'steps' scores the shown work, but show_work is false"):
+        parse_reward_spec("exact_match,steps", show_work=False)
