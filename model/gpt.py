@@ -5,7 +5,10 @@ and `generate`, which samples continuations of equal-length prompts.
 
     model = GPT(GPTConfig(vocab_size=14, n_position=64))
     logits = model(idx)                                       # (B, T) -> (B, T, V)
-    new = model.generate(idx, 5, temperature=1.0, end_token=11, pad_token=12)   # (B, 5)
+    new = model.generate(idx, 5, temperature=1.0, end_token=12, pad_token=13)   # (B, 5)
+    optimizer = model.configure_optimizer(lr=1e-3, weight_decay=0.1, betas=(0.9, 0.99))
+
+(12 and 13 are the end token "$" and the pad "." of the adder's vocabulary, see rl/math_env.py.)
 
 Layout as in GPT-2 / nanoGPT: pre-LayerNorm blocks, causal self-attention through
 `F.scaled_dot_product_attention`, a 4x GELU MLP, learned absolute position embeddings and
@@ -13,7 +16,7 @@ Layout as in GPT-2 / nanoGPT: pre-LayerNorm blocks, causal self-attention throug
 """
 
 import math
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -31,8 +34,10 @@ class GPTConfig:
     bias: bool = False
     tie_weights: bool = True
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    def __post_init__(self):
+        if self.n_embed % self.n_head != 0:
+            heads = [h for h in range(1, 33) if self.n_embed % h == 0]
+            raise ValueError(f"n_embed={self.n_embed} is not divisible by n_head={self.n_head}; pick n_head among {heads}")
 
 
 class KVCache:
@@ -110,8 +115,6 @@ class Block(nn.Module):
 class GPT(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
-        if config.n_embed % config.n_head != 0:
-            raise ValueError(f"n_embed={config.n_embed} is not divisible by n_head={config.n_head}")
         self.config = config
         self.wte = nn.Embedding(config.vocab_size, config.n_embed)
         self.wpe = nn.Embedding(config.n_position, config.n_embed)
@@ -138,6 +141,17 @@ class GPT(nn.Module):
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
+    def configure_optimizer(self, *, lr: float, weight_decay: float, betas: tuple) -> torch.optim.AdamW:
+        """AdamW with weight decay on matrices and embeddings only (nanoGPT's split): biases and
+        LayerNorm gains are not decayed. The one optimizer of the warm start and of RL."""
+        params = [p for p in self.parameters() if p.requires_grad]
+        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+        # The fused kernel updates every tensor in one pass (CPU and CUDA); the per-tensor Python
+        # loop it replaces costs more than the arithmetic for a model this small.
+        fused = all(p.device.type in ("cpu", "cuda") for p in params)
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=fused)
+
     def forward(self, idx, cache: KVCache = None):
         """idx (B, T) token ids -> logits (B, T, V). With a cache, idx continues what it holds."""
         B, T = idx.shape
@@ -153,8 +167,8 @@ class GPT(nn.Module):
         return self.lm_head(self.ln_f(x))
 
     @torch.inference_mode()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, greedy=False,
-                 end_token=None, pad_token=None, generator=None, num_samples=1, use_cache=True):
+    def generate(self, idx, max_new_tokens, *, temperature=1.0, top_k=None, greedy=False, end_token=None,
+                 pad_token=None, generator=None, num_samples=1, use_cache=True, with_entropy=False):
         """Sample `max_new_tokens` continuations of the prompts idx (B, P).
 
         Returns (B * num_samples, max_new_tokens): num_samples continuations of each prompt, those of
@@ -163,6 +177,8 @@ class GPT(nn.Module):
         Rows that have emitted `end_token` are finished: their later positions are `pad_token`.
         `greedy` takes the argmax; otherwise tokens are drawn from softmax(logits / temperature),
         restricted to the `top_k` most likely when given. `generator` makes sampling reproducible.
+        With `with_entropy`, also returns the entropy of the distribution each token was drawn from,
+        (B * num_samples, max_new_tokens): a free by-product of sampling.
         The loop always runs max_new_tokens steps: a correct answer uses all of them anyway, and a
         data-dependent early exit would cost a host/device sync per token on a GPU.
         """
@@ -174,6 +190,7 @@ class GPT(nn.Module):
         seq = idx.repeat_interleave(num_samples, dim=0)  # only read without a cache
         finished = torch.zeros(B * num_samples, dtype=torch.bool, device=idx.device)
         out = torch.empty(B * num_samples, max_new_tokens, dtype=idx.dtype, device=idx.device)
+        entropy = torch.zeros(B * num_samples, max_new_tokens, device=idx.device) if with_entropy else None
         for t in range(max_new_tokens):
             if greedy:
                 next_token = logits.argmax(dim=-1)
@@ -182,8 +199,10 @@ class GPT(nn.Module):
                 if top_k is not None:
                     kth = torch.topk(logits, min(top_k, logits.size(-1)), dim=-1).values[:, [-1]]
                     logits = logits.masked_fill(logits < kth, float("-inf"))
-                probs = F.softmax(logits, dim=-1)
-                next_token = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+                logp = F.log_softmax(logits, dim=-1)
+                next_token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+                if with_entropy:
+                    entropy[:, t] = -(logp.exp() * logp.nan_to_num(neginf=0.0)).sum(dim=-1)
             if end_token is not None:
                 if pad_token is not None:
                     next_token = next_token.masked_fill(finished, pad_token)
@@ -195,4 +214,4 @@ class GPT(nn.Module):
                 else:
                     seq = torch.cat([seq, next_token[:, None]], dim=1)
                     logits = self(seq)[:, -1, :]
-        return out
+        return (out, entropy) if with_entropy else out

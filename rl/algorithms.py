@@ -1,35 +1,47 @@
 """The policy-gradient family as small pure functions on tensors, and the table of algorithms.
 
 Shapes: N sampled answers (G consecutive answers per prompt, so N = num_prompts * G), A answer
-positions (answer digits + end token), V vocabulary. No function here reads global state or
-mutates its inputs; each is tested against values computed by hand in tests/test_algorithms.py.
+positions (the answer's tokens, end token included), V vocabulary. No function here reads global
+state or mutates its inputs; each is tested against values computed by hand in
+tests/test_algorithms.py.
 
 Sources for the formulas:
   REINFORCE with a baseline   Williams 1992; Sutton & Barto ch. 13.4
   GRPO (group z-score)        Shao et al. 2024, DeepSeekMath, eq. (3); std as in TRL's GRPOTrainer
   Dr. GRPO                    Liu et al. 2025, "Understanding R1-Zero-Like Training" (no std, constant length)
   RLOO (leave-one-out)        Ahmadian et al. 2024, "Back to Basics", eq. (6)
-  REINFORCE++ (batch z-score) Hu 2025, "REINFORCE++"
+  REINFORCE++-style advantage Hu 2025, "REINFORCE++" (its global batch normalisation only)
   PPO clipped objective       Schulman et al. 2017, eq. (7)
   DAPO (clip-higher, dynamic sampling, token-level loss)  Yu et al. 2025
   KL estimators k1, k2, k3    Schulman 2020, "Approximating KL Divergence" (http://joschu.net/blog/kl-approx.html)
-  loss aggregation names      verl, verl/trainer/ppo/core_algos.py: agg_loss
+  KL gradients                Tang & Munos 2025, "On a few pitfalls in KL divergence gradient estimation for RL"
+  loss aggregation            token-mean and seq-mean-token-mean as verl's agg_loss; seq-mean-token-sum-norm
+                              as the Dr. GRPO paper, 1/G sum_i sum_t / MAX_TOKENS (verl's differs by a constant)
 """
+
+import math
 
 import torch
 import torch.nn.functional as F
 
-ADVANTAGE_MODES = ("none", "baseline", "group_mean", "group_zscore", "rloo", "batch_zscore")
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
-KL_ESTIMATORS = ("k1", "k2", "k3")
 GROUP_STD_EPS = 1e-4  # TRL's GRPOTrainer: (r - mean) / (std + 1e-4)
+
+# Where each KL estimator goes, so that its gradient is that of a KL (kl_coef > 0; see compute_kl):
+#   k1  into the reward, r_i - kl_coef * sum_t k1 (the classic RLHF placement): the policy gradient
+#       of that reward is the gradient of the sequence-level KL(pi || pi_ref)
+#   k2  into the loss, kl_coef * aggregate(k2): its gradient is that of KL(pi || pi_ref) per token
+#   k3  into the loss (GRPO's choice): its gradient is that of the *forward* KL(pi_ref || pi) per
+#       token, although its value estimates KL(pi || pi_ref)
+KL_PLACEMENT = {"k1": "reward", "k2": "loss", "k3": "loss"}
 
 # What each rl_algorithm means; a config field set explicitly overrides its entry here.
 ALGORITHMS = {
     # the textbook: A = r - moving average, one on-policy update per rollout
     "reinforce": dict(advantage_mode="baseline", loss_aggregation="token-mean", ppo_epochs=1, ppo_minibatches=1,
                       clip_low=0.2, clip_high=0.2, dynamic_sampling=False),
-    # GRPO as in DeepSeekMath: group z-score, per-sequence mean then batch mean
+    # GRPO as in DeepSeekMath: group z-score, per-sequence mean then batch mean (without its KL term,
+    # as Dr. GRPO and DAPO; add one with kl_coef)
     "grpo": dict(advantage_mode="group_zscore", loss_aggregation="seq-mean-token-mean", ppo_epochs=1,
                  ppo_minibatches=1, clip_low=0.2, clip_high=0.2, dynamic_sampling=False),
     # RLOO: each answer's baseline is the mean reward of the other answers to its prompt
@@ -45,6 +57,27 @@ ALGORITHMS = {
 }
 
 
+def resolve(algorithm: str, explicit: dict, group_size: int) -> dict:
+    """The settings of `algorithm`'s row, each replaced by its `explicit` value when that is not None;
+    ValueError (one line) for an unknown name or a setting the formulas cannot take."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown rl_algorithm {algorithm!r}; known: {', '.join(ALGORITHMS)}")
+    settings = {k: v if explicit.get(k) is None else explicit[k] for k, v in ALGORITHMS[algorithm].items()}
+    for key, known in (("advantage_mode", ADVANTAGE_MODES), ("loss_aggregation", AGGREGATIONS)):
+        if settings[key] not in known:
+            raise ValueError(f"unknown {key} {settings[key]!r}; known: {', '.join(known)}")
+    for key in ("ppo_epochs", "ppo_minibatches"):
+        if settings[key] <= 0:
+            raise ValueError(f"{key} must be positive, got {settings[key]}")
+    for key in ("clip_low", "clip_high"):
+        if not (math.isfinite(settings[key]) and settings[key] > 0):
+            raise ValueError(f"{key} must be a positive finite number, got {settings[key]}")
+    if settings["advantage_mode"] in ("rloo", "group_zscore") and group_size < 2:
+        raise ValueError(f"advantage_mode={settings['advantage_mode']} compares the answers to a prompt, "
+                         f"so it needs rl_rollout_size >= 2")
+    return settings
+
+
 def update_baseline(baseline, mean_reward: float, momentum: float) -> float:
     """Moving-average baseline: b <- momentum * b + (1 - momentum) * mean_reward.
 
@@ -56,35 +89,61 @@ def update_baseline(baseline, mean_reward: float, momentum: float) -> float:
     return momentum * baseline + (1.0 - momentum) * float(mean_reward)
 
 
-def compute_advantages(rewards: torch.Tensor, group_size: int, mode: str, baseline: float = None,
+def _group_advantages(rewards: torch.Tensor, group_size: int, mode: str) -> torch.Tensor:
+    if rewards.numel() == 0:  # a rank whose dynamic sampling kept nothing
+        return rewards.clone()
+    grouped = rewards.view(-1, group_size)
+    centred = grouped - grouped.mean(dim=1, keepdim=True)
+    if mode == "group_zscore":
+        # A group whose rewards are all equal gets exactly 0: float rounding of its mean (0.1 * 8
+        # != 0.8) would otherwise leave a residual that the epsilon turns into a same-sign push.
+        all_equal = grouped.max(dim=1, keepdim=True).values == grouped.min(dim=1, keepdim=True).values
+        z = centred / (grouped.std(dim=1, keepdim=True) + GROUP_STD_EPS)
+        return torch.where(all_equal, torch.zeros_like(z), z).flatten()
+    if mode == "rloo":
+        return (centred * group_size / (group_size - 1)).flatten()
+    return centred.flatten()
+
+
+def _batch_zscore(rewards: torch.Tensor, mean, std) -> torch.Tensor:
+    mean = rewards.mean() if mean is None else mean
+    std = rewards.std() if std is None else std
+    return (rewards - mean) / (std + GROUP_STD_EPS)
+
+
+ADVANTAGE_MODES = {
+    "none": lambda r, G, stats: r.clone(),
+    "baseline": lambda r, G, stats: r - stats["baseline"],
+    "group_mean": lambda r, G, stats: _group_advantages(r, G, "group_mean"),
+    "group_zscore": lambda r, G, stats: _group_advantages(r, G, "group_zscore"),
+    "rloo": lambda r, G, stats: _group_advantages(r, G, "rloo"),
+    "batch_zscore": lambda r, G, stats: _batch_zscore(r, stats["batch_mean"], stats["batch_std"]),
+}
+
+
+def compute_advantages(rewards: torch.Tensor, group_size: int, mode: str, *, baseline: float = None,
                        batch_mean: float = None, batch_std: float = None) -> torch.Tensor:
     """rewards (N,) -> advantages (N,); answers i*G ... i*G+G-1 belong to prompt i.
 
       none          A = r
       baseline      A = r - b                       (b: the moving-average baseline)
       group_mean    A = r - mean_group(r)            (Dr. GRPO)
-      group_zscore  A = (r - mean_group) / (std_group + 1e-4)   (GRPO; std unbiased, as torch.std)
+      group_zscore  A = (r - mean_group) / (std_group + 1e-4), exactly 0 when the group's rewards
+                    are all equal   (GRPO; std unbiased, as torch.std)
       rloo          A = r_i - mean_{j != i in group} r_j = G / (G - 1) * (r_i - mean_group)
-      batch_zscore  A = (r - mean_batch) / (std_batch + 1e-4)   (REINFORCE++; pass the global
+      batch_zscore  A = (r - mean_batch) / (std_batch + 1e-4)   (REINFORCE++-style; pass the global
                     batch_mean and batch_std when the batch is split across ranks)
     """
-    if mode == "none":
-        return rewards.clone()
-    if mode == "baseline":
-        return rewards - baseline
-    if mode == "batch_zscore":
-        mean = rewards.mean() if batch_mean is None else batch_mean
-        std = rewards.std() if batch_std is None else batch_std
-        return (rewards - mean) / (std + GROUP_STD_EPS)
+    if mode not in ADVANTAGE_MODES:
+        raise ValueError(f"unknown advantage mode {mode!r}; known: {', '.join(ADVANTAGE_MODES)}")
+    stats = {"baseline": baseline, "batch_mean": batch_mean, "batch_std": batch_std}
+    return ADVANTAGE_MODES[mode](rewards, group_size, stats)
+
+
+def group_all_equal(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """(N,) rewards -> (N / G,) bool: True where every answer to a prompt got the same reward."""
     grouped = rewards.view(-1, group_size)
-    centred = grouped - grouped.mean(dim=1, keepdim=True)
-    if mode == "group_mean":
-        return centred.flatten()
-    if mode == "group_zscore":
-        return (centred / (grouped.std(dim=1, keepdim=True) + GROUP_STD_EPS)).flatten()
-    if mode == "rloo":
-        return (centred * group_size / (group_size - 1)).flatten()
-    raise ValueError(f"unknown advantage mode {mode!r}; known: {', '.join(ADVANTAGE_MODES)}")
+    return grouped.max(dim=1).values == grouped.min(dim=1).values
 
 
 def answer_mask(generated: torch.Tensor, end_token: int) -> torch.Tensor:
@@ -96,17 +155,28 @@ def answer_mask(generated: torch.Tensor, end_token: int) -> torch.Tensor:
     return ended_before == 0
 
 
-def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """log pi(token_t | prefix) for each position. logits (N, A, V), tokens (N, A) -> (N, A).
-    Pass the sampling temperature so the log-probs are those of the policy that drew the tokens,
-    softmax(logits / temperature), and the update stays on-policy."""
-    logp = F.log_softmax(logits.float() / temperature, dim=-1)
-    return logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+def answer_logits(model, sequences: torch.Tensor, prompt_len: int, temperature: float = 1.0) -> torch.Tensor:
+    """The policy's logits for each answer token, at the sampling temperature: sequences (N, P + A)
+    -> (N, A, V), so that softmax of them is the distribution the sampler drew from. Position
+    P - 1 (the prompt's last token) predicts the first answer token; the last token is never read.
+    (The one place that calls a model: every log-prob of the project goes through it.)"""
+    return model(sequences[:, :-1])[:, prompt_len - 1:].float() / temperature
 
 
-def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str, num_tokens: float = None,
+def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """log softmax(logits) at the chosen tokens: logits (N, A, V), tokens (N, A) -> (N, A)."""
+    return F.log_softmax(logits.float(), dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+
+
+def masked(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """values where mask is set, exactly 0 elsewhere: unlike values * mask, an inf or nan at a
+    padded position (say an overflowing ratio the policy never chose) cannot leak into a sum."""
+    return torch.where(mask.bool(), values, torch.zeros_like(values))
+
+
+def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str, *, num_tokens: float = None,
               num_sequences: float = None, max_len: int = None) -> torch.Tensor:
-    """Reduce per-token values (N, A) under mask (N, A) to a scalar (verl's agg_loss):
+    """Reduce per-token values (N, A) under mask (N, A) to a scalar:
 
       token-mean               sum_{i,t} v * m / num_tokens             (every token weighs the same)
       seq-mean-token-mean      sum_i [sum_t v * m / len_i] / num_sequences   (every answer weighs the same)
@@ -115,27 +185,28 @@ def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str, num_tokens: f
     num_tokens and num_sequences default to this call's counts; pass the counts of the whole
     optimizer step (all micro-batches, all ranks) so that splitting the batch changes nothing.
     """
-    mask = mask.to(values.dtype)
+    kept = masked(values, mask)
     if mode == "token-mean":
         n = mask.sum() if num_tokens is None else num_tokens
-        return (values * mask).sum() / n
+        return kept.sum() / n
     n_seq = values.size(0) if num_sequences is None else num_sequences
     if mode == "seq-mean-token-mean":
-        per_seq = (values * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
+        per_seq = kept.sum(dim=1) / mask.sum(dim=1).clamp(min=1)
         return per_seq.sum() / n_seq
     if mode == "seq-mean-token-sum-norm":
         L = values.size(1) if max_len is None else max_len
-        return (values * mask).sum() / (n_seq * L)
+        return kept.sum() / (n_seq * L)
     raise ValueError(f"unknown loss aggregation {mode!r}; known: {', '.join(AGGREGATIONS)}")
 
 
-def compute_policy_loss(logp: torch.Tensor, old_logp, advantages: torch.Tensor, mask: torch.Tensor,
+def compute_policy_loss(logp: torch.Tensor, old_logp, advantages: torch.Tensor, mask: torch.Tensor, *,
                         clip_low: float = 0.2, clip_high: float = 0.2, aggregation: str = "token-mean",
                         **norm) -> tuple:
     """Policy-gradient loss and clipping statistics.
 
-    logp (N, A) under the current policy, advantages (N,), mask (N, A).
-    old_logp None: the plain policy gradient, per token -A_i * logp_{i,t}.
+    logp (N, A) under the current policy, advantages (N,) (one per answer) or (N, A) (one per
+    token), mask (N, A).
+    old_logp None: the plain policy gradient, per token -A_{i,t} * logp_{i,t}.
     old_logp (N, A), the log-probs of the policy that sampled: PPO's clipped surrogate with
     ratio r = exp(logp - old_logp), per token -min(r A, clip(r, 1 - clip_low, 1 + clip_high) A).
     The per-token losses are reduced by `aggregate(..., aggregation, **norm)`.
@@ -144,7 +215,7 @@ def compute_policy_loss(logp: torch.Tensor, old_logp, advantages: torch.Tensor, 
     "clip_high": tokens where A > 0 and r > 1 + clip_high, "ratio_sum": sum of r, "tokens": count},
     sums over the masked tokens, so callers can add them across micro-batches and ranks.
     """
-    adv = advantages.unsqueeze(1)
+    adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
     m = mask.bool()
     if old_logp is None:
         per_token = -adv * logp
@@ -157,17 +228,21 @@ def compute_policy_loss(logp: torch.Tensor, old_logp, advantages: torch.Tensor, 
     with torch.no_grad():
         stats = {"clip_low": ((ratio < 1.0 - clip_low) & (adv < 0) & m).sum().float(),
                  "clip_high": ((ratio > 1.0 + clip_high) & (adv > 0) & m).sum().float(),
-                 "ratio_sum": (ratio * m).sum().float(), "tokens": m.sum().float()}
+                 "ratio_sum": masked(ratio, m).sum().float(), "tokens": m.sum().float()}
     return loss, stats
 
 
-def compute_kl(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
-    """Per-token estimate of KL(pi || pi_ref) from tokens sampled by pi. (N, A) -> (N, A).
+def compute_kl(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "k2") -> torch.Tensor:
+    """Per-token estimates of KL(pi || pi_ref) from tokens sampled by pi, with log r = logp - ref_logp.
+    (N, A) -> (N, A). As values:
 
-      k1 = log r            unbiased, high variance, can be negative
-      k2 = (log r)^2 / 2    biased, low variance, >= 0
-      k3 = (1/r - 1) + log r = exp(-log r) - 1 + log r   unbiased, low variance, >= 0 (GRPO's choice)
-    with log r = logp - ref_logp.
+      k1 = log r                      unbiased, high variance, can be negative
+      k2 = (log r)^2 / 2              biased, low variance, >= 0
+      k3 = exp(-log r) - 1 + log r    unbiased, low variance, >= 0
+
+    As losses their gradients differ (KL_PLACEMENT says where each goes): differentiated through
+    logp on tokens drawn from pi, k1's expected gradient is exactly 0, k2's is grad KL(pi || pi_ref)
+    and k3's is grad KL(pi_ref || pi).
     """
     log_ratio = logp - ref_logp
     if estimator == "k1":
@@ -176,10 +251,17 @@ def compute_kl(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "k3"
         return 0.5 * log_ratio ** 2
     if estimator == "k3":
         return torch.exp(-log_ratio) - 1.0 + log_ratio
-    raise ValueError(f"unknown KL estimator {estimator!r}; known: {', '.join(KL_ESTIMATORS)}")
+    raise ValueError(f"unknown KL estimator {estimator!r}; known: {', '.join(KL_PLACEMENT)}")
+
+
+def kl_reward_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The sequence-level k1, sum_t (logp - ref_logp) over each answer: (N, A) -> (N,), no gradient.
+    Subtracted from the reward (times kl_coef) before the advantages, its policy gradient is the
+    gradient of KL(pi || pi_ref) over whole answers, the effect of each token on later ones included."""
+    return masked(logp - ref_logp, mask).sum(dim=1).detach()
 
 
 def compute_entropy(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Entropy of the policy at each masked position, 0 elsewhere. logits (N, A, V), mask (N, A) -> (N, A)."""
+    """Entropy of softmax(logits) at each masked position, 0 elsewhere. (N, A, V), (N, A) -> (N, A)."""
     logp = F.log_softmax(logits.float(), dim=-1)
-    return -(logp.exp() * logp).sum(dim=-1) * mask
+    return masked(-(logp.exp() * logp).sum(dim=-1), mask)

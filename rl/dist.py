@@ -6,10 +6,11 @@ One code path serves `python rl/rl_ddp.py` (world size 1, no process group) and
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.distributed as dist
+from tqdm import tqdm
 
 
 @dataclass
@@ -39,25 +40,27 @@ def read_env() -> DistInfo:
                     int(os.environ.get("WORLD_SIZE", 1)))
 
 
-def pick_device(requested: str, local_rank: int) -> torch.device:
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device='cuda' was asked for but CUDA is not available here; use --device=cpu")
-    if requested == "cuda" or (requested == "auto" and torch.cuda.is_available()):
-        return torch.device("cuda", local_rank)
-    return torch.device("cpu")
+def pick_device_and_backend(device: str, backend: str, local_rank: int):
+    """(torch.device, backend name) for the config's 'auto' / 'cpu' / 'cuda' and 'auto' / 'gloo' /
+    'nccl'; ValueError (one line) for a combination this machine cannot run."""
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' was asked for but CUDA is not available here; use --device=cpu")
+    use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    picked = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    if backend == "nccl" and not use_cuda:
+        raise ValueError("backend='nccl' needs CUDA, which this run does not use; use --backend=gloo (or auto)")
+    if backend == "auto":
+        backend = "nccl" if use_cuda else "gloo"
+    return picked, backend
 
 
-def pick_backend(requested: str, device: torch.device) -> str:
-    if requested == "nccl" and device.type != "cuda":
-        raise RuntimeError("backend='nccl' needs CUDA, which this run does not use; use --backend=gloo (or auto)")
-    if requested == "auto":
-        return "nccl" if device.type == "cuda" else "gloo"
-    return requested
+def num_threads() -> int:
+    return torch.get_num_threads()
 
 
 def init(info: DistInfo, device: torch.device, backend: str) -> DistInfo:
-    """Join the process group when there is more than one process."""
-    info.device = device
+    """Join the process group when there is more than one process; returns info with its device."""
+    info = replace(info, device=device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     if info.distributed:
@@ -85,6 +88,19 @@ def cleanup(info: DistInfo):
         dist.destroy_process_group()
 
 
+def reduce_sums(values: dict, device) -> dict:
+    """Sum each named number over ranks in one all-reduce: {name: float or 0-d tensor} -> {name: float}."""
+    names = list(values)
+    flat = torch.tensor([float(values[k]) for k in names], dtype=torch.float64, device=device)
+    return dict(zip(names, all_reduce_sum(flat).tolist()))
+
+
+def print0(*args, **kwargs):
+    """print on rank 0 only (through tqdm, so a progress bar is not torn); RANK as torchrun sets it."""
+    if int(os.environ.get("RANK", 0)) == 0:
+        tqdm.write(" ".join(str(a) for a in args), **kwargs)
+
+
 def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
     """Sum a tensor over ranks (a no-op for one process); returns a new tensor."""
     t = t.clone()
@@ -96,6 +112,14 @@ def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
 def barrier():
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
+
+
+def wrap(model: torch.nn.Module, info: DistInfo) -> torch.nn.Module:
+    """The model in a DistributedDataParallel wrapper when there is more than one process."""
+    if not info.distributed:
+        return model
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    return DDP(model, device_ids=[info.local_rank] if info.device.type == "cuda" else None)
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:

@@ -1,21 +1,17 @@
-"""Shared by the tests: run the real script in a subprocess, build a trainer in-process, compare states."""
+"""Shared by the tests: the real script in a subprocess, a trainer in-process, gradients at each
+optimizer step, and state comparison."""
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import torch
 
 from configs import get_config_class
-from model.gpt import GPT, GPTConfig
-from rl.dist import DistInfo
-from rl.math_env import MathEnvironment
 from rl.math_trainer import MathRLTrainer
+from rl.tools import launch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(launch.REPO)
 # A tiny model and task so each run takes seconds; digit_match gives a random policy a reward
 # signal, so updates really change the weights.
 TINY = dict(n_layer=1, n_embed=32, n_head=2, ndigit=2, init_from="scratch", rewards="digit_match:1.0",
@@ -23,29 +19,20 @@ TINY = dict(n_layer=1, n_embed=32, n_head=2, ndigit=2, init_from="scratch", rewa
 TINY_ARGS = [f"--{k}={v}" for k, v in TINY.items()]
 
 
-def script_env():
-    return {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
-
-
-def command(args, torchrun=0, max_restarts=0):
-    if torchrun:
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={torchrun}",
-                f"--max-restarts={max_restarts}", "rl/rl_ddp.py", *args]
-    return [sys.executable, "rl/rl_ddp.py", *args]
-
-
 def run(args, torchrun=0, check=True, env=None, timeout=300):
-    proc = subprocess.run(command(args, torchrun), cwd=REPO, env=env or script_env(), capture_output=True, text=True,
-                          timeout=timeout)
+    """The entry script to its end, one thread per process; AssertionError with its console if it failed."""
+    proc = launch.run(args, nproc=torchrun or 1, threads=1, check=False, env=env, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
 
 
+def script_env():
+    return launch.script_env(threads=1)
+
+
 def start(args, torchrun=0, max_restarts=0):
-    """Start the script in its own process group (so the whole torchrun tree can be signalled)."""
-    return subprocess.Popen(command(args, torchrun, max_restarts), cwd=REPO, env=script_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return launch.start(args, nproc=torchrun or 1, max_restarts=max_restarts, threads=1)
 
 
 def wait_for(path: Path, proc=None, timeout=120):
@@ -83,11 +70,34 @@ def assert_same_state(a: dict, b: dict):
         assert a[key] == b[key], key
 
 
-def make_trainer(config_name="AdderRLConfig", **overrides):
-    """A single-process trainer built the way rl_ddp.py builds one."""
-    config = get_config_class(config_name)(**{**TINY, **overrides}).get_args_ready()
-    env = MathEnvironment(config.task, config.ndigit, config.reverse_answer, config.use_format, config.test_fraction)
-    torch.manual_seed(config.seed)
-    model = GPT(GPTConfig(**config.model_args()))
-    a, b = env.eval_operands(config.num_eval)
-    return MathRLTrainer(config, env, model, DistInfo(), a, b)
+def make_config(config_name="AdderRLConfig", **overrides):
+    return get_config_class(config_name)(**{**TINY, **overrides}).get_args_ready()
+
+
+def make_trainer(config_name="AdderRLConfig", info=None, **overrides):
+    """A trainer built the way rl_ddp.py builds one, on the tiny settings."""
+    return MathRLTrainer.build(make_config(config_name, **overrides), info)
+
+
+def capture_gradients(trainer, on_step=None):
+    """Record every parameter's gradient at each optimizer step of `trainer` (after clipping,
+    before AdamW touches the weights): returns the list the steps append to. on_step(index), if
+    given, runs at the same moment, while the weights are those the gradient was taken at."""
+    grads = []
+
+    def record(optimizer, args, kwargs):
+        if on_step is not None:
+            on_step(len(grads))
+        grads.append([p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
+                      for p in trainer.model.parameters()])
+    trainer.optimizer.register_step_pre_hook(record)
+    return grads
+
+
+def assert_grads_close(actual: list, expected: list, rtol=1e-4):
+    """Two lists of per-parameter gradients agree: for each parameter the largest difference is at
+    most rtol times the largest entry of the expected gradient (a uniform scale error of 2 is 1.0)."""
+    assert len(actual) == len(expected)
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        err = (a - e).abs().max().item() / max(e.abs().max().item(), 1e-12)
+        assert err <= rtol, f"parameter {i}: relative error {err:.2e}"

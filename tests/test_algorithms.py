@@ -6,8 +6,9 @@ import math
 import pytest
 import torch
 
-from rl.algorithms import (ALGORITHMS, aggregate, answer_mask, compute_advantages, compute_entropy, compute_kl,
-                           compute_policy_loss, token_logprobs, update_baseline)
+from rl.algorithms import (ALGORITHMS, KL_PLACEMENT, aggregate, answer_logits, answer_mask, compute_advantages,
+                           compute_entropy, compute_kl, compute_policy_loss, kl_reward_penalty, resolve,
+                           token_logprobs, update_baseline)
 
 R = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0])  # two prompts, G = 4 answers each
 
@@ -55,12 +56,21 @@ def test_mask_keeps_tokens_up_to_the_first_end():
     assert torch.equal(answer_mask(generated, END), expected)
 
 
-def test_token_logprobs_pick_the_chosen_token_at_the_sampling_temperature():
+def test_token_logprobs_pick_the_chosen_token():
     logits = torch.tensor([[[0.0, math.log(3.0)], [math.log(2.0), 0.0]]])  # probs (1/4, 3/4), (2/3, 1/3)
     assert torch.allclose(token_logprobs(logits, torch.tensor([[1, 1]])), torch.tensor([[math.log(0.75), math.log(1 / 3)]]))
-    # at temperature 2 the first position is softmax(0, log(3)/2) = (1, sqrt 3) / (1 + sqrt 3)
-    hot = token_logprobs(logits, torch.tensor([[1, 1]]), temperature=2.0)
-    assert math.isclose(hot[0, 0].item(), math.log(math.sqrt(3) / (1 + math.sqrt(3))), rel_tol=1e-6)
+
+
+def test_answer_logits_read_the_position_before_each_answer_token_at_the_temperature():
+    class Echo(torch.nn.Module):  # logits at position p: (p, 10 * token at p)
+        def forward(self, idx):
+            pos = torch.arange(idx.size(1)).expand_as(idx).float()
+            return torch.stack([pos, 10.0 * idx.float()], dim=-1)
+    seq = torch.tensor([[7, 8, 9, 1, 2]])  # prompt of 3, answer of 2
+    logits = answer_logits(Echo(), seq, prompt_len=3, temperature=2.0)
+    # answer token 0 is predicted at position 2 (the prompt's last), token 1 at position 3; the
+    # last token (position 4) is never read
+    assert torch.equal(logits, torch.tensor([[[1.0, 45.0], [1.5, 5.0]]]))
 
 
 # ---- aggregation -------------------------------------------------------------------------------
@@ -118,18 +128,21 @@ def test_plain_policy_gradient_value_and_gradient_by_hand():
 
 
 def test_ppo_clipped_surrogate_by_hand():
-    # ratios 1.5, 0.5, 1.1 with advantages +1, -1, +1; clip range [0.8, 1.28]
-    old = torch.zeros(3, 1)
-    logp = torch.log(torch.tensor([[1.5], [0.5], [1.1]])).requires_grad_(True)
-    adv = torch.tensor([1.0, -1.0, 1.0])
-    loss, stats = compute_policy_loss(logp, old, adv, torch.ones(3, 1), clip_low=0.2, clip_high=0.28)
-    # token 1: min(1.5, 1.28) * 1 = 1.28; token 2: min(-0.5, -0.8) = -0.8; token 3: 1.1
-    assert math.isclose(loss.item(), -(1.28 - 0.8 + 1.1) / 3, rel_tol=1e-6)
+    # ratios 1.5, 0.5, 1.1, 1.5, 0.5 with advantages +1, -1, +1, -1, +1; clip range [0.8, 1.28]
+    old = torch.zeros(5, 1)
+    logp = torch.log(torch.tensor([[1.5], [0.5], [1.1], [1.5], [0.5]])).requires_grad_(True)
+    adv = torch.tensor([1.0, -1.0, 1.0, -1.0, 1.0])
+    loss, stats = compute_policy_loss(logp, old, adv, torch.ones(5, 1), clip_low=0.2, clip_high=0.28)
+    # min(rA, clip(r)A): token 1 min(1.5, 1.28) = 1.28 (clipped); token 2 min(-0.5, -0.8) = -0.8
+    # (clipped); token 3 1.1 (inside the range); token 4 min(-1.5, -1.28) = -1.5 and token 5
+    # min(0.5, 0.8) = 0.5: the pessimistic min picks the *unclipped* term, so it keeps its gradient
+    assert math.isclose(loss.item(), -(1.28 - 0.8 + 1.1 - 1.5 + 0.5) / 5, rel_tol=1e-6)
     loss.backward()
-    # clipped tokens get no gradient; the unclipped one gets -ratio * A / 3
-    assert torch.allclose(logp.grad, torch.tensor([[0.0], [0.0], [-1.1 / 3]]), atol=1e-6)
+    # d(-rA)/dlogp = -rA / 5 where the unclipped term is taken, 0 where the clipped one is
+    assert torch.allclose(logp.grad, torch.tensor([[0.0], [0.0], [-1.1 / 5], [1.5 / 5], [-0.5 / 5]]), atol=1e-6)
+    # only the tokens whose clipped term was taken count as clipped
     assert stats["clip_high"] == 1 and stats["clip_low"] == 1
-    assert math.isclose(stats["ratio_sum"].item(), 3.1, rel_tol=1e-6)
+    assert math.isclose(stats["ratio_sum"].item(), 5.1, rel_tol=1e-6) and stats["tokens"] == 5
 
 
 def test_ppo_at_ratio_one_has_the_plain_policy_gradient():
@@ -190,6 +203,59 @@ def test_unbiased_kl_estimators_average_to_the_true_kl(estimator):
     assert (compute_kl(p.log().view(1, 3), q.log().view(1, 3), "k3") >= 0).all()
 
 
+# A small categorical policy pi = softmax(theta) over 6 tokens and a fixed reference: the exact
+# gradients of both KLs, and the expected gradient of each KL option as the trainer uses it,
+# computed by enumerating every token with its probability.
+THETA, REF = torch.randn(6, generator=torch.Generator().manual_seed(0)), torch.log_softmax(
+    torch.randn(6, generator=torch.Generator().manual_seed(1)), 0)
+
+
+def gradient(f):
+    th = THETA.clone().requires_grad_(True)
+    f(th).backward()
+    return th.grad
+
+
+REVERSE_KL = gradient(lambda th: (th.softmax(0) * (th.log_softmax(0) - REF)).sum())  # grad KL(pi || ref)
+FORWARD_KL = gradient(lambda th: (REF.exp() * (REF - th.log_softmax(0))).sum())  # grad KL(ref || pi)
+
+
+def expected_gradient(loss_of_token):
+    """sum_a pi(a) * grad loss(a): the expected gradient of a loss on a token drawn from pi."""
+    p = THETA.softmax(0)
+    return sum(p[a] * gradient(lambda th: loss_of_token(th.log_softmax(0)[a].view(1, 1), a)) for a in range(6))
+
+
+def test_kl_in_the_loss_has_the_gradient_it_documents():
+    ones = torch.ones(1, 1)
+    k2 = expected_gradient(lambda logp, a: aggregate(compute_kl(logp, REF[a].view(1, 1), "k2"), ones, "token-mean"))
+    k3 = expected_gradient(lambda logp, a: aggregate(compute_kl(logp, REF[a].view(1, 1), "k3"), ones, "token-mean"))
+    k1 = expected_gradient(lambda logp, a: aggregate(compute_kl(logp, REF[a].view(1, 1), "k1"), ones, "token-mean"))
+    assert torch.allclose(k2, REVERSE_KL, atol=1e-6)  # k2 in the loss: KL(pi || ref)
+    assert torch.allclose(k3, FORWARD_KL, atol=1e-6)  # k3 in the loss: KL(ref || pi), as documented
+    assert not torch.allclose(FORWARD_KL, REVERSE_KL, atol=1e-3)  # the two differ here
+    assert torch.allclose(k1, torch.zeros(6), atol=1e-6)  # why k1 never goes into the loss
+    assert KL_PLACEMENT == {"k1": "reward", "k2": "loss", "k3": "loss"}
+
+
+def test_k1_in_the_reward_has_the_gradient_of_the_kl():
+    """kl_coef * sum_t k1 subtracted from the reward (no gradient through the penalty), then the
+    plain policy-gradient loss: its expected gradient is kl_coef * grad KL(pi || ref)."""
+    coef = 0.3
+
+    def loss(logp, a):
+        penalty = kl_reward_penalty(logp, REF[a].view(1, 1), torch.ones(1, 1, dtype=torch.bool))
+        assert not penalty.requires_grad
+        return compute_policy_loss(logp, None, 0.0 - coef * penalty, torch.ones(1, 1))[0]
+    assert torch.allclose(expected_gradient(loss), coef * REVERSE_KL, atol=1e-6)
+
+
+def test_kl_reward_penalty_sums_the_answer_up_to_its_mask():
+    logp, ref = torch.tensor([[-0.1, -0.2, -0.3]]), torch.tensor([[-0.5, -0.1, float("-inf")]])
+    penalty = kl_reward_penalty(logp, ref, torch.tensor([[True, True, False]]))
+    assert torch.allclose(penalty, torch.tensor([0.4 - 0.1]))  # the masked -inf cannot leak in
+
+
 def test_entropy_of_uniform_and_certain_policies():
     Vn = 14
     logits = torch.stack([torch.zeros(Vn), torch.tensor([100.0] + [0.0] * (Vn - 1))]).view(1, 2, Vn)
@@ -198,10 +264,58 @@ def test_entropy_of_uniform_and_certain_policies():
     assert compute_entropy(logits, torch.tensor([[0.0, 1.0]]))[0, 0].item() == 0.0
 
 
-def test_every_algorithm_names_every_setting():
-    keys = set(ALGORITHMS["reinforce"])
-    assert all(set(entry) == keys for entry in ALGORITHMS.values())
+# What the README's algorithm table states, pinned here: editing a row of ALGORITHMS must fail.
+README_TABLE = {
+    "reinforce": ("baseline", "token-mean", 1, 1, 0.2, 0.2, False),
+    "grpo": ("group_zscore", "seq-mean-token-mean", 1, 1, 0.2, 0.2, False),
+    "rloo": ("rloo", "token-mean", 1, 1, 0.2, 0.2, False),
+    "ppo": ("group_mean", "token-mean", 2, 2, 0.2, 0.28, False),
+    "dapo": ("group_zscore", "token-mean", 1, 2, 0.2, 0.28, True),
+}
+TABLE_KEYS = ("advantage_mode", "loss_aggregation", "ppo_epochs", "ppo_minibatches", "clip_low", "clip_high",
+              "dynamic_sampling")
+
+
+def test_the_algorithm_table_says_what_the_readme_says():
+    assert set(ALGORITHMS) == set(README_TABLE)
+    for name, values in README_TABLE.items():
+        assert tuple(ALGORITHMS[name][k] for k in TABLE_KEYS) == values, name
+        assert resolve(name, {}, group_size=8) == dict(zip(TABLE_KEYS, values))
+
+
+def test_explicit_settings_win_over_the_table_and_bad_ones_are_refused():
+    settings = resolve("dapo", {"clip_high": 0.5, "advantage_mode": "rloo", "clip_low": None}, group_size=8)
+    assert (settings["clip_high"], settings["advantage_mode"], settings["clip_low"]) == (0.5, "rloo", 0.2)
+    for explicit, message in [({}, "unknown rl_algorithm 'sarsa'; known: reinforce, grpo, rloo, ppo, dapo"),
+                              ({"advantage_mode": "median"}, "unknown advantage_mode 'median'; known: none, baseline"),
+                              ({"ppo_epochs": 0}, "ppo_epochs must be positive, got 0"),
+                              ({"clip_low": -0.1}, "clip_low must be a positive finite number, got -0.1")]:
+        with pytest.raises(ValueError) as e:
+            resolve("sarsa" if not explicit else "ppo", explicit, group_size=8)
+        assert str(e.value).startswith(message)
+    with pytest.raises(ValueError, match="advantage_mode=rloo compares the answers to a prompt, so it needs "
+                                         "rl_rollout_size >= 2"):
+        resolve("rloo", {}, group_size=1)
     with pytest.raises(ValueError, match="unknown advantage mode 'median'"):
         compute_advantages(R, 4, "median")
     with pytest.raises(ValueError, match="unknown KL estimator 'k4'"):
         compute_kl(R.view(1, -1), R.view(1, -1), "k4")
+
+
+def test_groups_of_equal_rewards_get_exactly_zero_advantage_whatever_the_rewards():
+    # 8 answers all scoring 1/3 (digit credit): the float mean is 1 ulp off, so (r - mean) / (std + eps)
+    # would leave a same-sign residual of about 3e-4
+    rewards = torch.full((8,), 1 / 3)
+    assert torch.equal(compute_advantages(rewards, 8, "group_zscore"), torch.zeros(8))
+    mixed = torch.tensor([1 / 3] * 7 + [2 / 3])
+    assert (compute_advantages(mixed, 8, "group_zscore") != 0).all()
+
+
+def test_masked_positions_cannot_leak_a_non_finite_value():
+    values = torch.tensor([[1.0, float("inf")], [2.0, float("nan")]])
+    mask = torch.tensor([[True, False], [True, False]])
+    assert aggregate(values, mask, "token-mean").item() == 1.5
+    # the padded position's ratio overflows to inf; with A < 0, -min(r A, clip(r) A) is +inf there
+    loss, stats = compute_policy_loss(torch.tensor([[0.0, 100.0]]), torch.tensor([[0.0, -100.0]]),
+                                      torch.tensor([-1.0]), torch.tensor([[True, False]]))
+    assert math.isfinite(loss.item()) and stats["ratio_sum"].item() == 1.0

@@ -69,7 +69,7 @@ def test_weight_tying_and_shape_errors():
     assert untied.num_params() - tied.num_params() == 14 * 32
     with pytest.raises(ValueError, match="sequence of 17 tokens exceeds n_position=16"):
         tied(torch.zeros(1, 17, dtype=torch.long))
-    with pytest.raises(ValueError, match="n_embed=30 is not divisible by n_head=4"):
+    with pytest.raises(ValueError, match=r"n_embed=30 is not divisible by n_head=4; pick n_head among \[1, 2, 3, 5"):
         make_model(n_embed=30)
 
 
@@ -83,3 +83,27 @@ def test_num_samples_reads_each_prompt_once_and_matches_repeated_prompts():
     assert torch.equal(draw(prompts, 4), draw(repeated, 1))
     assert torch.equal(model.generate(prompts, 5, greedy=True, num_samples=4, use_cache=False),
                        model.generate(repeated, 5, greedy=True))
+
+
+def test_entropy_is_that_of_the_distribution_each_token_was_drawn_from():
+    model = make_model()
+    prompts = torch.randint(0, 10, (3, 8))
+    tokens, entropy = model.generate(prompts, 4, temperature=0.7, num_samples=2, with_entropy=True,
+                                     generator=torch.Generator().manual_seed(0))
+    assert torch.equal(tokens, model.generate(prompts, 4, temperature=0.7, num_samples=2,
+                                              generator=torch.Generator().manual_seed(0)))
+    with torch.no_grad():
+        logits = model(torch.cat([prompts.repeat_interleave(2, 0), tokens], 1))[:, 7:11] / 0.7
+    p = torch.softmax(logits, -1)
+    assert torch.allclose(entropy, -(p * torch.log(p)).sum(-1), atol=1e-5)
+
+
+def test_one_optimizer_decays_matrices_and_embeddings_only():
+    model = make_model()
+    opt = model.configure_optimizer(lr=1e-3, weight_decay=0.1, betas=(0.9, 0.99))
+    decay, no_decay = opt.param_groups
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    assert all(p.dim() >= 2 for p in decay["params"]) and all(p.dim() == 1 for p in no_decay["params"])
+    assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
+    assert any(p is model.blocks[0].ln_1.weight for p in no_decay["params"])  # LayerNorm gains are not decayed
+    assert opt.defaults["betas"] == (0.9, 0.99) and opt.defaults["lr"] == 1e-3

@@ -1,18 +1,19 @@
-"""The RL step under every algorithm switch, in-process on a tiny model.
+"""The RL step under every algorithm switch, in-process on a tiny model: gradients against an
+independent reference (tests/reference.py), log-probs against the sampler's, and the step's counts.
 Run: python -m pytest tests/test_trainer.py"""
 
+import copy
 import math
 
 import pytest
 import torch
 
-from helpers import make_trainer
-from rl.algorithms import ALGORITHMS, answer_mask
-from rl.math_trainer import group_all_equal, lr_lambda
-
-
-def weights(trainer):
-    return {k: v.clone() for k, v in trainer.model.state_dict().items()}
+import reference
+from helpers import assert_grads_close, capture_gradients, make_trainer
+from model.gpt import KVCache
+from rl import math_trainer
+from rl.algorithms import ALGORITHMS, group_all_equal
+from rl.math_trainer import lr_lambda
 
 
 def test_learning_rate_schedule_by_hand():
@@ -25,107 +26,261 @@ def test_learning_rate_schedule_by_hand():
     assert lrs == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3 * f(4)])
 
 
-@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
-def test_each_algorithm_resolves_its_settings_and_learns_something(algorithm):
-    trainer = make_trainer(rl_algorithm=algorithm)
-    for key, value in ALGORITHMS[algorithm].items():
-        assert getattr(trainer.config, key) == value, key
-    before = weights(trainer)
-    metrics = trainer.train_step()
-    assert any(not torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
-    assert all(math.isfinite(v) for v in metrics.values())
-    assert trainer.optimizer.state_dict()["state"][0]["step"].item() == trainer.config.ppo_epochs * trainer.config.ppo_minibatches
+# ---- gradients against the reference ---------------------------------------------------------
+def reference_gradients(trainer, steps: int = 2):
+    """Run `steps` RL steps; at every optimizer step, the trainer's gradient (pre-clip) and the
+    reference's gradient of the same step's loss, at the same weights."""
+    assert trainer.config.grad_clip == 0  # the captured gradients are the raw ones
+    state, expected = {}, []
+    real_sample = trainer.sample
+
+    def sample(step):
+        state["sampler"] = copy.deepcopy(trainer.model)  # the policy that samples this step
+        state["baseline"] = trainer.baseline
+        first, batch, timing = real_sample(step)
+        state["first"], state["batch"] = first, batch
+        return first, batch, timing
+    trainer.sample = sample
+
+    def on_step(index):
+        c, batch, params = trainer.config, state["batch"], list(trainer.model.parameters())
+        if "data" not in state or state["data"]["step"] != trainer.step:
+            state["data"] = batch_for_reference(trainer, state)
+            state["first_index"] = index
+        k = index - state["first_index"]
+        order = trainer.minibatch_orders(len(batch))[k // c.ppo_minibatches]
+        rows = torch.tensor_split(order, c.ppo_minibatches)[k % c.ppo_minibatches]
+        loss = reference.step_loss(trainer.model, c, trainer.env, state["data"], rows)
+        expected.append(list(torch.autograd.grad(loss, params, allow_unused=True)))
+    grads = capture_gradients(trainer, on_step)
+    for _ in range(steps):
+        trainer.train_step()
+    expected = [[torch.zeros_like(p) if g is None else g for p, g in zip(trainer.model.parameters(), step)]
+                for step in expected]
+    return grads, expected
 
 
-def test_explicit_settings_win_over_the_algorithm_table():
-    trainer = make_trainer(rl_algorithm="dapo", clip_high=0.5, advantage_mode="rloo")
-    assert (trainer.config.clip_high, trainer.config.advantage_mode, trainer.config.clip_low) == (0.5, "rloo", 0.2)
+def batch_for_reference(trainer, state):
+    c, env, batch = trainer.config, trainer.env, state["batch"]
+    rewards = batch.rewards
+    if c.kl_coef > 0 and c.kl_estimator == "k1":
+        rewards = reference.kl_penalised_rewards(rewards, state["sampler"], trainer.ref_model, batch.prompts,
+                                                 batch.generated, c, env)
+    baseline = state["baseline"] if state["baseline"] is not None else state["first"].rewards.mean().item()
+    off_policy = c.ppo_epochs * c.ppo_minibatches > 1
+    T = c.rl_temperature
+    return {"step": trainer.step, "prompts": batch.prompts, "generated": batch.generated,
+            "advantages": reference.advantages(rewards, c, baseline),
+            "old_logp": reference.answer_logprobs(state["sampler"], batch.prompts, batch.generated, T)
+            if off_policy else None,
+            "ref_logp": reference.answer_logprobs(trainer.ref_model, batch.prompts, batch.generated, T)
+            if c.kl_coef > 0 else None}
 
 
-def test_micro_batches_do_not_change_the_update():
-    one, two = make_trainer(rl_ga_steps=1), make_trainer(rl_ga_steps=4)
-    m1, m2 = one.train_step(), two.train_step()
-    for k, v in weights(one).items():
-        assert torch.allclose(v, two.model.state_dict()[k], atol=1e-6), k
-    assert m1["train/policy_loss"] == pytest.approx(m2["train/policy_loss"], abs=1e-6)
+CASES = {
+    "reinforce": dict(rl_algorithm="reinforce"),
+    "reinforce-T": dict(rl_algorithm="reinforce", rl_temperature=1.7),
+    "grpo": dict(rl_algorithm="grpo"),
+    "rloo": dict(rl_algorithm="rloo"),
+    "ppo": dict(rl_algorithm="ppo"),
+    "dapo": dict(rl_algorithm="dapo", rl_temperature=0.8),
+    "dr-grpo": dict(rl_algorithm="grpo", advantage_mode="group_mean", loss_aggregation="seq-mean-token-sum-norm"),
+    "batch-zscore": dict(rl_algorithm="reinforce", advantage_mode="batch_zscore"),
+    "entropy": dict(rl_algorithm="grpo", entropy_coef=0.3),
+    "kl-k1-reward": dict(rl_algorithm="grpo", kl_coef=0.5, kl_estimator="k1", learning_rate=1e-2),
+    "kl-k2-loss": dict(rl_algorithm="ppo", kl_coef=0.5, kl_estimator="k2", learning_rate=1e-2),
+    "kl-k3-loss": dict(rl_algorithm="dapo", kl_coef=0.5, kl_estimator="k3", learning_rate=1e-2),
+}
 
 
-def test_skipping_zero_advantage_answers_does_not_change_the_update():
-    # digit_match from scratch: some groups' answers all score the same (advantage 0), some not
-    skip, full = make_trainer(rl_algorithm="grpo"), make_trainer(rl_algorithm="grpo")
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_optimizer_step_takes_the_reference_gradient(case):
+    """Two RL steps (the second has a baseline, a moved policy and, with KL, a reference that
+    differs from it), every optimizer step of both compared with the reference's gradient."""
+    trainer = make_trainer(grad_clip=0.0, **CASES[case])
+    grads, expected = reference_gradients(trainer, steps=2)
+    c = trainer.config
+    assert len(grads) == 2 * c.ppo_epochs * c.ppo_minibatches
+    for actual, want in zip(grads, expected):
+        assert_grads_close(actual, want)
+    assert any(g.abs().sum() > 0 for g in grads[-1])  # there was something to compare
+
+
+def test_update_logprobs_at_temperature_equal_the_samplers_through_the_kv_cache():
+    """The log-probs the update differentiates are those of the distribution the sampler drew from:
+    the same shift (position P-1 predicts the first answer token) and the same temperature."""
+    T = 2.0
+    trainer = make_trainer(rl_algorithm="reinforce", rl_temperature=T, rl_ga_steps=1)
+    seen = {}
+    real = trainer.micro_loss
+
+    def spy(part, norm, **kw):
+        out = real(part, norm, **kw)
+        seen.update(sequences=part.sequences, generated=part.generated, mask=part.mask, logp=out["logp"])
+        return out
+    trainer.micro_loss = spy
+    model = copy.deepcopy(trainer.model)  # the policy that samples (the step then moves the trainer's)
+    trainer.train_step()
+    P = trainer.env.prompt_len
+    prompts, generated = seen["sequences"][:, :P], seen["generated"]
+    with torch.no_grad():  # the sampler's path: prefill the cache with the prompt, then one token at a time
+        cache = KVCache(model.config, len(prompts), seen["sequences"].size(1), prompts.device, torch.float32)
+        logits = [model(prompts, cache)[:, -1]]
+        for t in range(generated.size(1) - 1):
+            logits.append(model(generated[:, t:t + 1], cache)[:, -1])
+        sampler = torch.log_softmax(torch.stack(logits, 1) / T, -1).gather(-1, generated[..., None])[..., 0]
+    m = seen["mask"]
+    torch.testing.assert_close(seen["logp"][m], sampler[m], atol=2e-5, rtol=1e-5)
+
+
+def test_the_baseline_moves_only_after_this_steps_advantages(monkeypatch):
+    trainer = make_trainer(rl_algorithm="reinforce")
+    used = []
+    real = math_trainer.compute_advantages
+    monkeypatch.setattr(math_trainer, "compute_advantages", lambda *a, **k: used.append(k["baseline"]) or real(*a, **k))
+    first = trainer.train_step()
+    after_first = trainer.baseline
+    second = trainer.train_step()
+    # step 1 starts the baseline at its own mean reward; step 2 uses step 1's baseline, then moves it
+    assert used[0] == pytest.approx(first["train/avg_reward"]) and used[1] == after_first
+    assert trainer.baseline == pytest.approx(0.9 * after_first + 0.1 * second["train/avg_reward"])
+    assert second["train/advantage_baseline"] == after_first != trainer.baseline
+
+
+def test_the_entropy_bonus_pushes_entropy_up():
+    """The gradient the bonus adds, followed downhill, raises the sampling policy's entropy."""
+    plain = make_trainer(rl_algorithm="grpo", grad_clip=0.0)
+    bonus = make_trainer(rl_algorithm="grpo", grad_clip=0.0, entropy_coef=1.0)
+    g_plain, g_bonus = capture_gradients(plain), capture_gradients(bonus)
+    _, batch, _ = plain.sample(0)
+    plain.train_step(), bonus.train_step()
+    seq = torch.cat([batch.prompts, batch.generated], 1)
+    model = make_trainer(rl_algorithm="grpo").model  # the weights both steps started from
+
+    def entropy():
+        with torch.no_grad():
+            logits = reference.logits_at_answer(model, batch.prompts, batch.generated, 1.0)
+            p = torch.softmax(logits, -1)
+            mask = reference.mask(batch.generated, plain.env.end_token)
+            return -(p * torch.log_softmax(logits, -1)).sum(-1)[mask].mean()
+    before = entropy()
+    with torch.no_grad():
+        for p, a, b in zip(model.parameters(), g_plain[0], g_bonus[0]):
+            p -= 1e-2 * (b - a)  # the bonus's own part of the gradient
+    assert seq.size(0) > 0 and entropy() > before + 1e-4
+
+
+def test_micro_batches_and_skipped_answers_do_not_change_the_gradient():
+    base = dict(rl_algorithm="grpo", grad_clip=0.0)
+    one, four, full = make_trainer(rl_ga_steps=1, **base), make_trainer(rl_ga_steps=4, **base), make_trainer(**base)
     full.skip_zero_advantage = False
-    ms, mf = skip.train_step(), full.train_step()
-    assert 0.0 < ms["train/skipped_share"] < 1.0 and mf["train/skipped_share"] == 0.0
-    for k, v in weights(skip).items():
-        assert torch.allclose(v, full.model.state_dict()[k], atol=1e-6), k
+    grads = [capture_gradients(t) for t in (one, four, full)]
+    metrics = [t.train_step() for t in (one, four, full)]
+    assert 0.0 < metrics[0]["train/skipped_share"] < 1.0 and metrics[2]["train/skipped_share"] == 0.0
+    assert_grads_close(grads[1][0], grads[0][0], rtol=1e-4)
+    assert_grads_close(grads[2][0], grads[0][0], rtol=1e-4)
+    assert metrics[0]["train/policy_loss"] == pytest.approx(metrics[1]["train/policy_loss"], abs=1e-6)
 
 
-def test_ppo_takes_epochs_times_minibatches_updates_off_policy():
-    trainer = make_trainer(rl_algorithm="ppo", ppo_epochs=3, ppo_minibatches=2, learning_rate=3e-3)
-    metrics = trainer.train_step()
-    assert trainer.optimizer.state_dict()["state"][0]["step"].item() == 6
-    # after the first minibatch the policy has moved, so ratios leave 1 and clipping can engage
-    assert metrics["train/ratio_mean"] != 1.0
-    single = make_trainer(rl_algorithm="ppo", ppo_epochs=1, ppo_minibatches=1).train_step()
-    assert single["train/ratio_mean"] == 1.0 and single["train/clip_high_frac"] == 0.0
-
-
+# ---- dynamic sampling and what a step counts -------------------------------------------------
 def test_dynamic_sampling_refills_groups_without_signal():
     trainer = make_trainer(rl_algorithm="dapo", rewards="digit_match:1.0", dynamic_sampling_max_rounds=10)
-    G = trainer.config.rl_rollout_size
-    first, batch, rounds = trainer.rollout(0)
-    assert len(batch["rewards"]) == len(first["rewards"])  # refilled to the full batch
-    assert group_all_equal(first["rewards"], G).sum() > 0 and rounds > 1
-    assert group_all_equal(batch["rewards"], G).sum() == 0
+    G, P = trainer.config.rl_rollout_size, trainer.local_prompts
+    first, batch, timing = trainer.sample(0)
+    assert len(batch) == len(first)  # refilled to the full batch
+    assert group_all_equal(first.rewards, G).sum() > 0 and timing["rounds"] > 1
+    assert group_all_equal(batch.rewards, G).sum() == 0
     # Each refill asks for as many prompts as the share kept so far says it needs, plus 25%.
     asked, sample_operands = [], trainer.env.sample_operands
     trainer.env.sample_operands = lambda n, rng: asked.append(n) or sample_operands(n, rng)
-    first, _, _ = trainer.rollout(1)
-    P, kept = trainer.local_prompts, int((~group_all_equal(first["rewards"], G)).sum())
+    first, _, _ = trainer.sample(1)
+    kept = int((~group_all_equal(first.rewards, G)).sum())
     assert asked[:2] == [P, min(math.ceil(1.25 * (P - kept) * P / kept), 4 * P)]
-    # From scratch every exact-match reward is 0: no group has signal, the rounds run out and the
-    # batch is topped up with dropped groups (advantage 0), keeping its size.
-    hopeless = make_trainer(rl_algorithm="dapo", rewards="exact_match:1.0", dynamic_sampling_max_rounds=2)
-    first, batch, rounds = hopeless.rollout(0)
-    assert rounds == 3 and len(batch["rewards"]) == len(first["rewards"])
 
 
-def test_kl_penalty_keeps_a_frozen_reference_and_starts_at_zero():
-    trainer = make_trainer(rl_algorithm="grpo", kl_coef=0.1, rewards="digit_match:1.0")
-    first = trainer.train_step()
-    assert trainer.ref_model is not None and first["train/kl"] == pytest.approx(0.0, abs=1e-7)
-    second = trainer.train_step()
-    assert second["train/kl"] > 0
-    assert "ref_model" in trainer.state_dict()
-    assert make_trainer(rl_algorithm="grpo").ref_model is None  # no KL, no reference model
+def test_when_refills_run_out_the_step_trains_on_what_was_kept_not_on_filler():
+    """From scratch every exact-match reward is 0: no group has signal, the rounds run out, and the
+    step has nothing to train on, so the weights and the optimizer stay as they were."""
+    trainer = make_trainer(rl_algorithm="dapo", rewards="exact_match:1.0", dynamic_sampling_max_rounds=2)
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    metrics = trainer.train_step()
+    assert metrics["train/sampling_rounds"] == 3 and metrics["train/batch_answers"] == 0
+    assert metrics["train/answers_generated"] == 16 * 4 + 2 * 4 * 16 * 4  # the first round, then 4 batches twice
+    assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
+    assert trainer.optimizer.state_dict()["state"] == {}
 
 
-def test_entropy_bonus_changes_the_update():
-    plain, bonus = make_trainer(), make_trainer(entropy_coef=0.5)
-    plain.train_step(), bonus.train_step()
-    assert not torch.allclose(plain.model.wte.weight, bonus.model.wte.weight)
+def test_a_short_batch_is_normalised_by_the_answers_it_trains_on():
+    """A batch of 4 groups that kept only 2 is trained like a batch configured for 2 groups: the
+    same gradient, not half of it (filler would have diluted it)."""
+    short = make_trainer(rl_algorithm="dapo", grad_clip=0.0)
+    alone = make_trainer(rl_algorithm="dapo", grad_clip=0.0, rl_batch_size=2)
+    first, batch, timing = short.sample(0)
+    kept = batch.select(slice(0, 2 * short.config.rl_rollout_size))
+    short.sample = lambda step: (first, kept, timing)
+    alone.sample = lambda step: (first, kept, timing)
+    g_short, g_alone = capture_gradients(short), capture_gradients(alone)
+    m = short.train_step()
+    alone.train_step()
+    assert m["train/batch_answers"] == 8 and m["train/informative_share"] == 1.0
+    for a, b in zip(g_short, g_alone):
+        assert_grads_close(a, b)
+
+
+def test_step_metrics_count_what_happened():
+    trainer = make_trainer(rl_algorithm="dapo", rewards="digit_match:1.0", dynamic_sampling_max_rounds=10)
+    seen = {}
+    real = trainer.sample
+    trainer.sample = lambda step: seen.setdefault("out", real(step))
+    metrics = trainer.train_step()
+    first, batch, timing = seen["out"]
+    exact = (first.generated == first.targets).all(dim=1).float().mean().item()
+    assert metrics["train/accuracy"] == pytest.approx(exact)
+    assert metrics["train/avg_reward"] == pytest.approx(first.rewards.mean().item())
+    assert metrics["train/answers_generated"] == timing["answers"] > len(first)  # every round counted
+    assert metrics["perf/samples_per_second"] == pytest.approx(timing["answers"] / metrics["perf/step_seconds"])
+    assert metrics["train/groups_all_equal"] == pytest.approx(group_all_equal(first.rewards, 4).float().mean().item())
+    mask = reference.mask(first.generated, trainer.env.end_token)
+    assert metrics["train/entropy"] == pytest.approx(first.entropy[mask].mean().item(), rel=1e-5)
+    assert metrics["train/answer_tokens"] == pytest.approx(mask.sum().item() / len(first))
+
+
+def test_policy_loss_is_logged_apart_from_the_kl_and_entropy_terms():
+    plain = make_trainer(rl_algorithm="grpo").train_step()
+    both = make_trainer(rl_algorithm="grpo", entropy_coef=0.5, kl_coef=0.1, kl_estimator="k2").train_step()
+    assert both["train/policy_loss"] == pytest.approx(plain["train/policy_loss"], abs=1e-6)
+    assert both["train/entropy_loss"] < 0 and plain["train/entropy_loss"] == 0.0
+    assert both["train/kl_loss"] == pytest.approx(0.0, abs=1e-9)  # the policy is the reference at step 1
+
+
+# ---- PPO and the KL reference ----------------------------------------------------------------
+@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+def test_each_algorithm_takes_epochs_times_minibatches_optimizer_steps(algorithm):
+    trainer = make_trainer(rl_algorithm=algorithm)
+    metrics = trainer.train_step()
+    assert all(math.isfinite(v) for v in metrics.values())
+    c = trainer.config
+    assert trainer.optimizer.state_dict()["state"][0]["step"].item() == c.ppo_epochs * c.ppo_minibatches
 
 
 def test_first_minibatch_ratio_comes_from_its_own_forward():
     # Before the first optimizer step of a rollout the policy is the sampling policy, so PPO's
-    # ratio there is exactly 1 and "own" (its own forward, detached) must equal a separate pass.
-    trainer = make_trainer(rl_algorithm="ppo", rewards="digit_match:1.0")
-    _, batch, _ = trainer.rollout(0)
-    generated = batch["generated"]
-    sequences = torch.cat([batch["prompts"], generated], dim=1)
-    mask = answer_mask(generated, trainer.env.end_token)
-    advantages = torch.linspace(-1.0, 1.0, len(generated))
-    norm = dict(num_tokens=mask.sum().item(), num_sequences=len(generated), max_len=trainer.env.answer_len)
-    with torch.no_grad():
-        separate = trainer.logprobs(trainer.model, sequences, generated)
+    # ratio there is exactly 1, and its own forward (detached) must equal a separate pass.
+    trainer = make_trainer(rl_algorithm="ppo")
+    _, batch, _ = trainer.sample(0)
+    sequences = torch.cat([batch.prompts, batch.generated], dim=1)
+    part = math_trainer.UpdateBatch(sequences, batch.generated, reference.mask(batch.generated, trainer.env.end_token),
+                                    torch.linspace(-1.0, 1.0, len(batch)))
+    norm = dict(num_tokens=part.mask.sum().item(), num_sequences=len(batch), max_len=trainer.env.answer_len)
+    part.old_logp = trainer.policy_logprobs(trainer.model, sequences, batch.generated)
     results = []
-    for old in ("own", separate):
+    for own in (True, False):
         trainer.model.zero_grad()
-        out = trainer.micro_loss(sequences, generated, mask, advantages, old, None, norm)
+        out = trainer.micro_loss(part, norm, own_ratio=own)
         out["loss"].backward()
         results.append((out, [p.grad.clone() for p in trainer.model.parameters()]))
     (own, own_grads), (sep, sep_grads) = results
-    assert own["ratio_sum"].item() == own["tokens"].item() == mask.sum().item()
+    assert own["ratio_sum"].item() == own["tokens"].item() == part.mask.sum().item()
     assert own["clip_low"].item() == own["clip_high"].item() == 0
     torch.testing.assert_close(own["loss"], sep["loss"])
     for a, b in zip(own_grads, sep_grads):
@@ -136,8 +291,21 @@ def test_ppo_ratios_stay_near_one_when_the_policy_barely_moves():
     # With a negligible learning rate the policy after each minibatch is the sampling policy, so
     # every ratio of every epoch and minibatch must be ~1; a missing or stale old log-prob
     # (say, zeros for rows of the first minibatch in the second epoch) would show here.
-    trainer = make_trainer(rl_algorithm="ppo", rewards="digit_match:1.0", learning_rate=1e-9)
+    trainer = make_trainer(rl_algorithm="ppo", learning_rate=1e-9)
     assert (trainer.config.ppo_epochs, trainer.config.ppo_minibatches) == (2, 2)
     metrics = trainer.train_step()
     assert metrics["train/ratio_mean"] == pytest.approx(1.0, abs=1e-4)
     assert metrics["train/clip_low_frac"] == metrics["train/clip_high_frac"] == 0
+    moved = make_trainer(rl_algorithm="ppo", learning_rate=3e-2).train_step()
+    assert moved["train/clip_low_frac"] + moved["train/clip_high_frac"] > 0.01
+
+
+@pytest.mark.parametrize("estimator", ["k1", "k2", "k3"])
+def test_kl_penalty_keeps_a_frozen_reference_and_starts_at_zero(estimator):
+    trainer = make_trainer(rl_algorithm="grpo", kl_coef=0.1, kl_estimator=estimator, learning_rate=1e-2)
+    first = trainer.train_step()
+    assert trainer.ref_model is not None and first["train/kl"] == pytest.approx(0.0, abs=1e-6)
+    second = trainer.train_step()
+    assert second["train/kl"] > 1e-6
+    assert "ref_model" in trainer.state_dict()
+    assert make_trainer(rl_algorithm="grpo").ref_model is None  # no KL, no reference model

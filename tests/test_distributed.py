@@ -1,0 +1,93 @@
+"""One global batch, one process or two: every optimizer step takes the same gradient, for every
+algorithm. Two gloo processes each get half of the batch (whole prompt groups) and the minibatches
+are laid out so the union of the ranks' minibatch k is the one process's minibatch k.
+Run: python -m pytest tests/test_distributed.py"""
+
+import torch
+import torch.distributed
+import torch.multiprocessing as mp
+
+from helpers import assert_grads_close, capture_gradients, make_trainer
+from rl.algorithms import ALGORITHMS
+from rl.dist import DistInfo
+
+CASES = {name: dict(rl_algorithm=name) for name in ALGORITHMS}
+CASES.update({"batch-zscore": dict(rl_algorithm="reinforce", advantage_mode="batch_zscore"),
+              "kl-k1": dict(rl_algorithm="grpo", kl_coef=0.5, kl_estimator="k1"),
+              "kl-k2-entropy": dict(rl_algorithm="ppo", kl_coef=0.5, kl_estimator="k2", entropy_coef=0.1)})
+STEPS = 2  # the second step has a baseline and a policy that has moved away from the KL reference
+
+
+def global_batches(case: str) -> list:
+    """(first round, batch) of each step, sampled by one process and cut to an even number of groups."""
+    trainer, out = make_trainer(**CASES[case]), []
+    G = trainer.config.rl_rollout_size
+    for step in range(STEPS):
+        first, batch, _ = trainer.sample(step)
+        groups = len(batch) // G // 2 * 2
+        out.append((first, batch.select(slice(0, groups * G))))
+        trainer.train_step()  # so the next step samples from a moved policy, as a real run would
+    return out
+
+
+def halves(rollout, rank: int, world: int):
+    n = len(rollout) // world
+    return rollout.select(slice(rank * n, (rank + 1) * n))
+
+
+def interleaved_orders(trainer, num_rows: int, world: int) -> list:
+    """Orders for one process such that its minibatch k is the union of the ranks' minibatch k when
+    each rank takes its rows in order (see minibatch_orders)."""
+    c, half = trainer.config, num_rows // world
+    chunks = [torch.tensor_split(torch.arange(half), c.ppo_minibatches) for _ in range(world)]
+    order = torch.cat([torch.cat([r * half + chunks[r][k] for r in range(world)]) for k in range(c.ppo_minibatches)])
+    return [order] * c.ppo_epochs
+
+
+def run_steps(case: str, batches: list, rank: int, world: int) -> list:
+    info = DistInfo(rank, rank, world, torch.device("cpu"))
+    trainer = make_trainer(info=info, grad_clip=0.0, **CASES[case])
+    step = {"i": 0}
+
+    def sample(_):
+        first, batch = batches[step["i"]]
+        step["i"] += 1
+        return halves(first, rank, world), halves(batch, rank, world), dict(rollout_seconds=0.0, reward_seconds=0.0,
+                                                                           rounds=1, answers=len(first) // world)
+    trainer.sample = sample
+    if world == 1:
+        trainer.minibatch_orders = lambda n: interleaved_orders(trainer, n, 2)
+    else:
+        trainer.minibatch_orders = lambda n: [torch.arange(n)] * trainer.config.ppo_epochs
+    grads = capture_gradients(trainer)
+    for _ in range(STEPS):
+        trainer.train_step()
+    return grads
+
+
+def worker(rank: int, store: str, out: str, batches: dict):
+    torch.set_num_threads(1)
+    torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    try:
+        torch.save({case: run_steps(case, batches[case], rank, 2) for case in CASES}, f"{out}.{rank}")
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_two_processes_take_the_one_process_gradient_for_every_algorithm(tmp_path):
+    batches = {case: global_batches(case) for case in CASES}
+    mp.spawn(worker, args=(str(tmp_path / "store"), str(tmp_path / "grads"), batches), nprocs=2, join=True)
+    ranks = [torch.load(f"{tmp_path / 'grads'}.{r}", weights_only=True) for r in range(2)]
+    for case in CASES:
+        one = run_steps(case, batches[case], 0, 1)
+        two = ranks[0][case]
+        assert len(one) == len(two) == STEPS * CASES_STEPS(case), case
+        for a, b in zip(two, one):
+            assert_grads_close(a, b, rtol=1e-4)
+        for a, b in zip(ranks[1][case], two):  # after the all-reduce every rank holds the same gradient
+            assert_grads_close(a, b, rtol=0)
+
+
+def CASES_STEPS(case: str) -> int:
+    c = make_trainer(**CASES[case]).config
+    return c.ppo_epochs * c.ppo_minibatches
