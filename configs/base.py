@@ -11,6 +11,23 @@ import os
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Optional, Union, get_args, get_origin
 
+from model.gpt import GPTConfig
+from rl.algorithms import ALGORITHMS, KL_PLACEMENT, resolve
+from rl.math_env import MathEnvironment
+from rl.math_reward import parse_reward_spec
+
+# Field checks by kind; each owner (the environment, the model, the algorithm table, the rewards)
+# checks the rest itself.
+POSITIVE = ("ndigit", "num_eval", "n_layer", "n_head", "n_embed", "n_position", "sft_batch_size", "sft_eval_interval",
+            "sft_save_interval", "sft_num_eval", "rl_batch_size", "rl_rollout_size", "rl_ga_steps", "eval_interval",
+            "save_interval", "keep_snapshots", "max_bad_steps", "log_interval", "eval_batch_size", "learning_rate",
+            "sft_learning_rate", "rl_temperature")
+NON_NEGATIVE = ("sft_max_steps", "sft_warmup_steps", "rl_train_steps", "warmup_steps", "weight_decay", "grad_clip",
+                "num_mistakes", "seed", "kl_coef", "entropy_coef", "dynamic_sampling_max_rounds")
+UNIT_INTERVAL = {"dropout": True, "baseline_momentum": True, "min_lr_ratio": True, "sft_target_accuracy": True,
+                 "adam_beta1": False, "adam_beta2": False}  # value: whether 1 itself is allowed
+ALGORITHM_FIELDS = tuple(next(iter(ALGORITHMS.values())))  # the settings a row of the table fixes
+
 
 def field_type(f) -> type:
     """int, float, bool or str: the type of a field, seen through Optional[...]."""
@@ -34,10 +51,14 @@ class BaseRLConfig:
     """write the answer least-significant digit first, so carries flow in writing order"""
     use_format: bool = True
     """write the operator and '=' in the prompt ('123+045='); False gives bare digits ('123045')"""
+    show_work: bool = False
+    """write the operation's steps before the final answer ('12*34=840+0630=8040$'), for tasks that define them"""
     test_fraction: float = 0.1
-    """share of all operand pairs held out for evaluation and never trained on"""
+    """share of operand pairs in the test split: held out, never trained on, every reported accuracy"""
+    validation_fraction: float = 0.05
+    """share of operand pairs in the validation split: held out, what choices (warm-start stopping, sweeps) look at"""
     num_eval: int = 1000
-    """held-out problems in the evaluation set (all of them when the split has fewer)"""
+    """problems in each fixed evaluation set, test and validation (all of a split when it has fewer)"""
 
     # ---- model -------------------------------------------------------------------------------
     n_layer: int = 4
@@ -49,7 +70,7 @@ class BaseRLConfig:
     n_position: int = 64
     """position embeddings: the longest sequence the model can read (prompt + answer must fit)"""
     dropout: float = 0.0
-    """dropout probability; 0 keeps the policy deterministic given its sampling RNG"""
+    """dropout probability of the warm start; RL samples and updates in eval mode, so it never applies there"""
     bias: bool = False
     """biases in Linear and LayerNorm layers (nanoGPT found none to be slightly better and faster)"""
     tie_weights: bool = True
@@ -71,11 +92,11 @@ class BaseRLConfig:
     sft_warmup_steps: int = 50
     """warm start steps of linear learning-rate warmup"""
     sft_target_accuracy: float = 0.4
-    """stop the warm start once held-out greedy accuracy reaches this, leaving RL real work"""
+    """stop the warm start once greedy accuracy on the validation split reaches this, leaving RL real work"""
     sft_eval_interval: int = 5
-    """warm start steps between held-out checks of the stopping rule"""
+    """warm start steps between validation checks of the stopping rule"""
     sft_num_eval: int = 250
-    """held-out problems the stopping rule checks (a subset of the evaluation set keeps it cheap)"""
+    """validation problems the stopping rule checks (the first of the validation set; fewer keeps it cheap)"""
     sft_save_interval: int = 200
     """warm start steps between progress saves, so a crash or a stop loses at most this many"""
 
@@ -95,7 +116,7 @@ class BaseRLConfig:
     baseline_momentum: float = 0.9
     """baseline <- m * baseline + (1 - m) * mean reward of the step"""
     rewards: str = "exact_match:1.0"
-    """rewards and weights, e.g. 'exact_match:1.0,format:0.1' (exact_match, digit_match, format)"""
+    """rewards and weights, e.g. 'exact_match:1.0,format:0.1' (exact_match, steps, digit_match, format)"""
 
     # ---- algorithm details: None takes rl_algorithm's value (rl/algorithms.py, ALGORITHMS) ---
     advantage_mode: Optional[str] = None
@@ -115,9 +136,9 @@ class BaseRLConfig:
     dynamic_sampling_max_rounds: int = 10
     """extra sampling rounds per step at most when refilling dropped groups (few rounds starve late batches of signal)"""
     kl_coef: float = 0.0
-    """weight of the KL penalty to the frozen warm-start policy; 0 keeps no reference model"""
-    kl_estimator: str = "k3"
-    """KL estimator: k1, k2 or k3 (Schulman's approximations)"""
+    """weight of the KL penalty to the frozen policy RL starts from; 0 keeps no reference model"""
+    kl_estimator: str = "k2"
+    """k1 (in the reward), k2 (in the loss) or k3 (in the loss, GRPO's: the gradient of the forward KL); see README"""
     entropy_coef: float = 0.0
     """weight of the entropy bonus"""
 
@@ -129,13 +150,13 @@ class BaseRLConfig:
     warmup_steps: int = 20
     """RL steps of linear learning-rate warmup before the cosine decay"""
     weight_decay: float = 0.01
-    """AdamW weight decay on weight matrices and embeddings (not on biases or LayerNorm gains)"""
+    """AdamW weight decay on weight matrices and embeddings, not biases or LayerNorm gains (warm start and RL)"""
     adam_beta1: float = 0.9
-    """AdamW beta1"""
+    """AdamW beta1 (warm start and RL)"""
     adam_beta2: float = 0.99
-    """AdamW beta2"""
+    """AdamW beta2 (warm start and RL)"""
     grad_clip: float = 1.0
-    """clip the global gradient norm to this; 0 disables"""
+    """clip the global gradient norm to this; 0 disables (warm start and RL)"""
 
     # ---- run ---------------------------------------------------------------------------------
     seed: int = 1337
@@ -143,7 +164,7 @@ class BaseRLConfig:
     out_dir: str = ""
     """run folder for snapshots, warm start and metrics; empty means out/<config name>"""
     eval_interval: int = 50
-    """RL steps between held-out evaluations (one also runs at the start and the end)"""
+    """RL steps between evaluations on the test and validation sets (one also runs at the start and the end)"""
     save_interval: int = 50
     """RL steps between snapshots (one is also written at the end)"""
     keep_snapshots: int = 3
@@ -166,11 +187,12 @@ class BaseRLConfig:
     """wandb run name; empty means the config name"""
 
     # Applied by --debug before explicit --key=value overrides: a run of well under a minute that
-    # goes through warm start, rollouts, updates, evaluation and snapshots.
+    # goes through warm start, rollouts, updates, evaluation and snapshots. 30 supervised steps
+    # teach no exact answer yet, so a little partial credit gives the update something to train on.
     DEBUG_OVERRIDES = dict(
         sft_max_steps=30, sft_batch_size=64, sft_eval_interval=10, rl_train_steps=6, rl_batch_size=16,
         rl_rollout_size=4, eval_interval=3, save_interval=3, log_interval=1, num_eval=200, sft_num_eval=100,
-        warmup_steps=2, dynamic_sampling_max_rounds=1,
+        warmup_steps=2, dynamic_sampling_max_rounds=1, rewards="exact_match:1.0,digit_match:0.1",
     )
 
     @property
@@ -178,67 +200,50 @@ class BaseRLConfig:
         return type(self).__name__
 
     def get_args_ready(self, debug: bool = False) -> "BaseRLConfig":
-        """Validate every field and return a copy with the derived fields filled in."""
-        from rl.algorithms import ADVANTAGE_MODES, AGGREGATIONS, ALGORITHMS, KL_ESTIMATORS
-        from rl.math_env import OPERATIONS, MathEnvironment
-        from rl.math_reward import parse_reward_spec
+        """Validate every field and return a copy with the derived fields filled in. Each owner checks
+        its own settings (the environment, the model, the algorithm table, the rewards); whatever it
+        finds wrong becomes a ConfigError of one line."""
+        self._check_numbers()
+        try:
+            env = MathEnvironment(**self.task_args())
+            GPTConfig(**{**self.model_args(), "vocab_size": env.vocab_size})
+            settings = resolve(self.rl_algorithm, {k: getattr(self, k) for k in ALGORITHM_FIELDS},
+                               self.rl_rollout_size)
+            parse_reward_spec(self.rewards, self.show_work)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        self._check_run_settings()
+        if env.seq_len > self.n_position:
+            raise ConfigError(f"{self.task} with ndigit={self.ndigit} needs {env.seq_len} positions "
+                              f"(prompt {env.prompt_len} + answer {env.answer_len}) but n_position={self.n_position}; "
+                              f"raise n_position to at least {env.seq_len}")
+        out_dir = self.out_dir or f"out/{self.name}{'-debug' if debug else ''}"
+        return replace(self, vocab_size=env.vocab_size, max_seq_len=env.seq_len, out_dir=out_dir, **settings)
 
+    def _check_numbers(self):
         for f in fields(self):
             value = getattr(self, f.name)
-            if field_type(f) is float and value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)):
+            if field_type(f) is float and value is not None and not (isinstance(value, (int, float))
+                                                                     and math.isfinite(value)):
                 raise ConfigError(f"{f.name} must be a finite number, got {value!r}")
-        positive = ["ndigit", "num_eval", "n_layer", "n_head", "n_embed", "n_position", "sft_batch_size",
-                    "sft_eval_interval", "sft_save_interval", "sft_num_eval", "rl_batch_size", "rl_rollout_size", "rl_ga_steps", "eval_interval",
-                    "save_interval", "keep_snapshots", "max_bad_steps", "log_interval", "eval_batch_size", "learning_rate", "sft_learning_rate",
-                    "rl_temperature"]
-        for key in positive:
+        for key in POSITIVE:
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key} must be positive, got {getattr(self, key)}")
-        non_negative = ["sft_max_steps", "sft_warmup_steps", "rl_train_steps", "warmup_steps", "weight_decay",
-                        "grad_clip", "num_mistakes", "seed", "kl_coef", "entropy_coef", "dynamic_sampling_max_rounds"]
-        for key in non_negative:
+        for key in NON_NEGATIVE:
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key} must be zero or positive, got {getattr(self, key)}")
-        for key in ["dropout", "baseline_momentum", "min_lr_ratio", "adam_beta1", "adam_beta2"]:
-            if not 0.0 <= getattr(self, key) <= 1.0 or (key.startswith("adam") and getattr(self, key) == 1.0):
-                raise ConfigError(f"{key} must be in [0, 1{']' if not key.startswith('adam') else ')'}, got {getattr(self, key)}")
-        if not 0.0 <= self.sft_target_accuracy <= 1.0:
-            raise ConfigError(f"sft_target_accuracy must be in [0, 1], got {self.sft_target_accuracy}")
-        if self.task not in OPERATIONS:
-            raise ConfigError(f"unknown task {self.task!r}; known tasks: {', '.join(sorted(OPERATIONS))}")
-        if not 1 <= self.ndigit <= 9:
-            raise ConfigError(f"ndigit must be between 1 and 9, got {self.ndigit}")
-        if not 0.0 < self.test_fraction < 1.0:
-            raise ConfigError(f"test_fraction must be strictly between 0 and 1, got {self.test_fraction}")
-        if self.n_embed % self.n_head != 0:
-            raise ConfigError(f"n_embed={self.n_embed} is not divisible by n_head={self.n_head}; "
-                              f"pick n_head among {[h for h in range(1, 33) if self.n_embed % h == 0]}")
-        if self.rl_algorithm not in ALGORITHMS:
-            raise ConfigError(f"unknown rl_algorithm {self.rl_algorithm!r}; known: {', '.join(ALGORITHMS)}")
-        resolved = {k: v if getattr(self, k) is None else getattr(self, k) for k, v in ALGORITHMS[self.rl_algorithm].items()}
-        for key, known in (("advantage_mode", ADVANTAGE_MODES), ("loss_aggregation", AGGREGATIONS),
-                           ("kl_estimator", KL_ESTIMATORS)):
-            value = resolved.get(key, getattr(self, key))
-            if value not in known:
-                raise ConfigError(f"unknown {key} {value!r}; known: {', '.join(known)}")
-        for key in ("ppo_epochs", "ppo_minibatches"):
-            if resolved[key] <= 0:
-                raise ConfigError(f"{key} must be positive, got {resolved[key]}")
-        for key in ("clip_low", "clip_high"):
-            if not (math.isfinite(resolved[key]) and resolved[key] > 0):
-                raise ConfigError(f"{key} must be a positive finite number, got {resolved[key]}")
-        if resolved["advantage_mode"] == "rloo" and self.rl_rollout_size < 2:
-            raise ConfigError("advantage_mode=rloo needs rl_rollout_size >= 2 (a baseline from the other answers)")
-        if resolved["advantage_mode"] == "group_zscore" and self.rl_rollout_size < 2:
-            raise ConfigError("advantage_mode=group_zscore needs rl_rollout_size >= 2 (a std over the group)")
+        for key, closed in UNIT_INTERVAL.items():
+            value = getattr(self, key)
+            if not 0.0 <= value <= 1.0 or (value == 1.0 and not closed):
+                raise ConfigError(f"{key} must be in [0, 1{']' if closed else ')'}, got {value}")
+
+    def _check_run_settings(self):
+        if self.kl_estimator not in KL_PLACEMENT:
+            raise ConfigError(f"unknown kl_estimator {self.kl_estimator!r}; known: {', '.join(KL_PLACEMENT)}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ConfigError(f"device must be 'auto', 'cpu' or 'cuda', got {self.device!r}")
         if self.backend not in ("auto", "gloo", "nccl"):
             raise ConfigError(f"backend must be 'auto', 'gloo' or 'nccl', got {self.backend!r}")
-        try:
-            parse_reward_spec(self.rewards)
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
         if self.vocab_size or self.max_seq_len:
             raise ConfigError("vocab_size and max_seq_len are derived from the task; do not set them")
         if (self.rl_batch_size * self.rl_rollout_size) % self.rl_ga_steps != 0:
@@ -246,14 +251,6 @@ class BaseRLConfig:
                               f"is not divisible by rl_ga_steps={self.rl_ga_steps}")
         if self.init_from not in ("sft", "scratch") and not os.path.isfile(self.init_from):
             raise ConfigError(f"init_from={self.init_from!r} is neither 'sft', 'scratch' nor an existing file")
-
-        env = MathEnvironment(self.task, self.ndigit, self.reverse_answer, self.use_format, self.test_fraction)
-        if env.seq_len > self.n_position:
-            raise ConfigError(f"{self.task} with ndigit={self.ndigit} needs {env.seq_len} positions "
-                              f"(prompt {env.prompt_len} + answer {env.answer_len}) but n_position={self.n_position}; "
-                              f"raise n_position to at least {env.seq_len}")
-        out_dir = self.out_dir or f"out/{self.name}{'-debug' if debug else ''}"
-        return replace(self, vocab_size=env.vocab_size, max_seq_len=env.seq_len, out_dir=out_dir, **resolved)
 
     def validate_world_size(self, world_size: int):
         """Batches are global and split evenly across ranks."""
@@ -271,12 +268,19 @@ class BaseRLConfig:
         return {k: getattr(self, k) for k in keys}
 
     def task_args(self) -> dict:
-        """What defines the problems; a snapshot of another task cannot be resumed under this one."""
-        keys = ("task", "ndigit", "reverse_answer", "use_format", "test_fraction")
+        """What defines the problems, as MathEnvironment(**config.task_args()) takes it; a snapshot of
+        another task cannot be resumed under this one."""
+        keys = ("task", "ndigit", "reverse_answer", "use_format", "show_work", "test_fraction", "validation_fraction")
         return {k: getattr(self, k) for k in keys}
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def portable_dict(self) -> dict:
+        """to_dict without where this machine keeps files (out_dir, an init_from path): what a
+        snapshot stores, so a copied snapshot says nothing about the machine that made it."""
+        init = self.init_from if self.init_from in ("sft", "scratch") else os.path.basename(self.init_from)
+        return {**self.to_dict(), "out_dir": "", "init_from": init}
 
     def __str__(self):
         lines = [f"  {f.name} = {getattr(self, f.name)!r}" for f in fields(self)]

@@ -7,10 +7,23 @@ loop never branches on rank or on wandb. wandb is imported only when used (it is
 import json
 import os
 
+from rl.dist import print0
+
 
 class MetricsLogger:
     def __init__(self, jsonl_path: str = None, wandb_run=None):
         self.jsonl_path, self.wandb_run = jsonl_path, wandb_run
+
+    @staticmethod
+    def truncate(out_dir: str, step: int = -1):
+        """Drop the lines of out_dir/metrics.jsonl logged after `step` (a resumed run redoes them);
+        the default, -1, drops them all (a run that starts over)."""
+        path = os.path.join(out_dir, "metrics.jsonl")
+        if os.path.exists(path):
+            with open(path) as f:
+                kept = [line for line in f if json.loads(line)["step"] <= step]
+            with open(path, "w") as f:
+                f.writelines(kept)
 
     def log(self, metrics: dict, step: int):
         if self.jsonl_path:
@@ -39,7 +52,7 @@ def wandb_logged_in() -> bool:
         return False
 
 
-def make_logger(config, is_main: bool, use_wandb: bool, run_id: str = None, print0=print) -> MetricsLogger:
+def make_logger(config, is_main: bool, use_wandb: bool, run_id: str = None) -> MetricsLogger:
     """rank 0: metrics.jsonl in out_dir, plus wandb (offline with a notice when not logged in,
     resuming the same wandb run id after a restart); other ranks: a logger that drops everything."""
     if not is_main:

@@ -1,4 +1,5 @@
-"""What guards a run against its surroundings: one run per folder, and a clean stop on a signal.
+"""What guards a run against its surroundings: a folder it can write, one run per folder, and a
+clean stop on a signal.
 
 RunLock: every rank holds an exclusive `flock` on `out_dir/.lock.rank<r>` for the whole run, so a
 second run pointed at the same folder is refused at start. The kernel drops the lock when the
@@ -14,6 +15,18 @@ import os
 import signal
 
 from configs.base import ConfigError
+
+
+def check_writable(out_dir: str):
+    """ConfigError (one line) unless out_dir exists or can be made, and takes a file."""
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        probe = os.path.join(out_dir, f".write_probe.{os.getpid()}")
+        with open(probe, "w") as f:
+            f.write("ok")
+        os.remove(probe)
+    except OSError as e:
+        raise ConfigError(f"cannot write to out_dir {out_dir!r} ({e.strerror}); pass --out_dir=<a writable folder>") from None
 
 
 class RunLock:

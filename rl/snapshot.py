@@ -1,4 +1,5 @@
-"""Snapshot files: atomic writing, safe loading, finding the newest, and building a model from one.
+"""Snapshot files: atomic writing, safe loading, which one to resume from, saving a step, and
+building a model from one.
 
 A snapshot is one dict of plain types and tensors that loads with `weights_only=True`, so a file
 from elsewhere cannot run code. It carries `model_args`, so it can rebuild its own model: the one
@@ -13,8 +14,10 @@ import re
 
 import torch
 
-from configs.base import ConfigError
+from configs.base import BaseRLConfig, ConfigError
 from model.gpt import GPT, GPTConfig
+from rl import dist
+from rl.dist import print0
 
 SNAPSHOT_RE = re.compile(r"^rl_snapshot_(\d+)\.pt$")
 
@@ -68,15 +71,68 @@ def prune_snapshots(out_dir: str, keep: int):
         os.remove(path)
 
 
-def newest_valid_snapshot(out_dir: str, warn):
+def newest_valid_snapshot(out_dir: str):
     """(snapshot, path) of the newest snapshot in out_dir that loads, or (None, None) if none does.
     An unreadable newer one (truncated by a full disk, say) is skipped with a one-line warning."""
     for _, path in reversed(snapshot_steps(out_dir)):
         try:
             return load_snapshot(path), path
         except ConfigError as e:
-            warn(f"warning: {e}; falling back to the previous snapshot")
+            print0(f"warning: {e}; falling back to the previous snapshot")
     return None, None
+
+
+def find_resume(resume: str, config: BaseRLConfig):
+    """(snapshot dict, path) to continue from, or (None, None) to start over. resume: 'auto' (the
+    newest snapshot in out_dir, if any), 'never', or a path."""
+    if resume == "never" and int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)) > 0:
+        resume = "auto"  # torchrun restarted us after a failure: continue, whatever the first start said
+    if resume == "never":
+        return None, None
+    if resume == "auto":
+        snap, path = newest_valid_snapshot(config.out_dir)
+        if snap is None:
+            return None, None
+    else:
+        path = resume
+        if not os.path.isfile(path):
+            raise ConfigError(f"--resume={path}: no such file (use --resume=never to start over)")
+        try:
+            snap = load_snapshot(path)
+        except ConfigError as e:
+            raise ConfigError(f"--resume: {e}; pass another file or --resume=never") from None
+    if snap.get("kind") != "rl_snapshot":
+        raise ConfigError(f"--resume={path} is not an RL snapshot; to start RL from its weights use --init_from={path}")
+    check_compatible(snap, path, config.model_args(), config.task_args())
+    return snap, path
+
+
+def remove_snapshots(out_dir: str) -> int:
+    """A fresh run replaces the old one's snapshots (the cached warm start stays); returns how many."""
+    old = snapshot_steps(out_dir)
+    for _, path in old:
+        os.remove(path)
+    return len(old)
+
+
+def save_step(trainer, extra: dict, keep: int, info: dist.DistInfo) -> str:
+    """Rank 0 writes the trainer's state (plus `extra`) as out_dir/rl_snapshot_{step}.pt and prunes
+    to the newest `keep`; every rank learns whether that worked, so a full disk stops all of them."""
+    out_dir = trainer.config.out_dir
+    path, failure = os.path.join(out_dir, f"rl_snapshot_{trainer.step}.pt"), None
+    if info.is_main:
+        if not trainer.weights_are_finite():
+            failure = "the weights are not finite; refusing to save them"
+        else:
+            try:
+                save_atomic({**trainer.state_dict(), **extra}, path)
+                prune_snapshots(out_dir, keep)
+            except OSError as e:
+                failure = (f"could not write {path} ({e.strerror or e}); the previous snapshot is intact: "
+                           f"free some space and run the same command to continue")
+    if dist.any_rank(failure is not None, info.device):
+        raise SnapshotWriteError(failure or "rank 0 could not write a snapshot")
+    return path
 
 
 def check_compatible(snap: dict, path: str, model_args: dict, task: dict):
@@ -87,7 +143,10 @@ def check_compatible(snap: dict, path: str, model_args: dict, task: dict):
         raise ConfigError(f"{path} holds a model of {shape(snap['model_args'])} but the config asks for "
                           f"{shape(model_args)}; use a matching config or --resume=never")
     theirs = snap.get("task")
-    if theirs is not None and theirs != task:
+    if theirs is None:
+        raise ConfigError(f"{path} does not say which task it was trained on; it cannot be checked against "
+                          f"task {task}, so it is refused")
+    if theirs != task:
         raise ConfigError(f"{path} was trained on task {theirs} but the config is task {task}; "
                           f"use a matching config or --resume=never")
 

@@ -1,4 +1,6 @@
-"""The real entry script in subprocesses: --debug runs on 1 and 2 processes, resume, help.
+"""The real entry script in subprocesses: --debug on 1 and 2 processes, exact resume, help, the README
+against the code, and the one-line, exit-2 envelope of bad input (tests/test_config.py has every
+message in-process; here a few of them, and those only a running script meets).
 Run: python -m pytest tests/test_cli.py"""
 
 import json
@@ -10,7 +12,7 @@ import pytest
 import torch
 
 from configs.base import BaseRLConfig
-from helpers import TINY_ARGS, assert_same_state, load, metrics, run
+from helpers import TINY_ARGS, assert_same_state, load, metrics, run, script_env
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
@@ -28,15 +30,13 @@ def test_debug_run_one_process(tmp_path):
     rows = metrics(out)
     assert [r["step"] for r in rows] == list(range(7))
     assert rows[6]["eval/accuracy"] == float(proc.stdout.split("Final held-out accuracy: ")[1].split()[0])
-    assert (out / "warm_start.pt").exists()
+    assert "val/accuracy" in rows[6] and (out / "warm_start.pt").exists()
+    summary = json.loads((out / "summary.json").read_text())
+    logged = [json.loads(line) for line in open(out / "metrics.jsonl")]
+    assert summary["rl_answers_generated"] == sum(r.get("train/answers_generated", 0) for r in logged)
     # Every metric the run logged is explained in the README.
-    logged = {k for row in load_rows(out) for k in row if k != "step"}
-    assert [k for k in sorted(logged) if f"`{k}`" not in README and not k.startswith("reward/")] == []
-
-
-def load_rows(out):
-    with open(out / "metrics.jsonl") as f:
-        return [json.loads(line) for line in f]
+    names = {k for row in logged for k in row if k != "step"}
+    assert [k for k in sorted(names) if f"`{k}`" not in README and not k.startswith("reward/")] == []
 
 
 @pytest.mark.slow
@@ -68,9 +68,71 @@ def test_resume_continues_exactly_where_the_run_stopped(tmp_path):
 
 def test_help_lists_every_field_with_its_reason():
     proc = run(["--config_name", "MultiplierRLConfig", "--help"])
-    assert "--ndigit=2" in proc.stdout and "--n_layer=6" in proc.stdout
+    assert "--ndigit=2" in proc.stdout and "--show_work=True" in proc.stdout
     assert "digits per operand" in proc.stdout
 
 
 def test_readme_documents_every_config_field():
     assert [f.name for f in fields(BaseRLConfig) if f"`{f.name}`" not in README] == []
+
+
+def test_readme_file_table_lists_every_module():
+    listed = {line.split("`")[1] for line in README.splitlines() if line.startswith("| `") and ".py`" in line}
+    listed |= {p.strip("` ") for line in README.splitlines() if line.startswith("| `rl/") for p in
+               line.split("|")[1].split(",")}
+    repo = Path(__file__).resolve().parents[1]
+    modules = {str(p.relative_to(repo)) for folder in ("rl", "model", "configs") for p in (repo / folder).rglob("*.py")
+               if p.name != "__init__.py"}
+    assert sorted(modules - listed) == []
+
+
+# ---- bad input: one line on stderr, exit 2, no traceback -------------------------------------------
+def one_line_error(args, env=None):
+    proc = run(args, check=False, env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--config_name", "NoSuchConfig"], "error: unknown config 'NoSuchConfig'; known configs: "),
+    (["--lerning_rate=1e-3"], "error: unknown option --lerning_rate; did you mean --learning_rate?"),
+    (["--n_embed=100"], "error: n_embed=100 is not divisible by n_head=8"),
+    (["--resume=does/not/exist.pt"], "error: --resume=does/not/exist.pt: no such file"),
+    (["--backend=nccl"], "error: backend='nccl' needs CUDA, which this run does not use; use --backend=gloo"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message):
+    assert one_line_error(args).startswith(message)
+
+
+def test_bad_input_batch_not_divisible_by_the_ranks():
+    env = {**script_env(), "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "3"}  # as torchrun would set them
+    assert one_line_error([], env=env) == ("error: rl_batch_size=64 is not divisible by the 3 processes; "
+                                           "use a multiple of 3")
+
+
+def test_bad_input_out_dir_not_writable(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    assert one_line_error([f"--out_dir={blocker}/run"]).startswith(
+        f"error: cannot write to out_dir '{blocker}/run' (Not a directory); pass --out_dir=<a writable folder>")
+
+
+@pytest.mark.slow
+def test_bad_input_snapshot_of_another_shape_or_task(tmp_path):
+    run([*TINY_ARGS, "--no_wandb", "--rl_train_steps=2", f"--out_dir={tmp_path}"])
+    shape = one_line_error([*TINY_ARGS, "--no_wandb", "--n_layer=2", f"--out_dir={tmp_path}"])
+    assert "holds a model of n_layer=1" in shape and "but the config asks for n_layer=2" in shape
+    task = one_line_error([*TINY_ARGS, "--no_wandb", "--task=subtractor", f"--out_dir={tmp_path}"])
+    assert "was trained on task" in task and "'adder'" in task and "'subtractor'" in task
+
+
+@pytest.mark.slow
+def test_wandb_without_login_goes_offline_with_a_notice(tmp_path):
+    env = {k: v for k, v in script_env().items() if not k.startswith("WANDB_")}
+    env.update(HOME=str(tmp_path), WANDB_CONFIG_DIR=str(tmp_path / "cfg"), NETRC=str(tmp_path / "netrc"))
+    proc = run([*TINY_ARGS, "--rl_train_steps=2", f"--out_dir={tmp_path / 'run'}"], env=env)
+    notice = [l for l in proc.stdout.splitlines() if l.startswith("wandb: not logged in")]
+    assert len(notice) == 1 and "logging offline" in notice[0]
+    assert list((tmp_path / "run" / "wandb").glob("offline-run-*"))

@@ -1,4 +1,6 @@
-"""Config lookup, validation, derived fields and command-line parsing.  Run: python -m pytest tests/test_config.py"""
+"""Config lookup, validation, derived fields and command-line parsing, and the whole catalogue of bad
+inputs with their exact messages (in-process; tests/test_cli.py checks the one-line, exit-2 envelope
+of a few of them through the real script).  Run: python -m pytest tests/test_config.py"""
 
 import subprocess
 import sys
@@ -7,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
+import configs
 from configs import all_config_classes, get_config_class
 from configs.base import BaseRLConfig, ConfigError
-from rl.rl_ddp import build_config, parse_command_line
+from configs.cli import build_config, parse_command_line
+from rl import dist
+from rl.snapshot import find_resume
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -21,18 +26,21 @@ def config_from(*argv):
 def test_shipped_configs_are_found_by_name():
     adder, mult = get_config_class("AdderRLConfig")(), get_config_class("MultiplierRLConfig")()
     assert (adder.task, adder.ndigit, adder.n_layer, adder.n_head, adder.n_embed) == ("adder", 3, 4, 8, 256)
-    assert (mult.task, mult.ndigit, mult.n_layer, mult.n_head, mult.n_embed) == ("multiplier", 2, 6, 8, 256)
+    assert (mult.task, mult.ndigit, mult.show_work) == ("multiplier", 2, True)
+    three = get_config_class("Multiplier3RLConfig")()
+    assert (three.task, three.ndigit, three.show_work) == ("multiplier", 3, True)
 
 
-def test_a_config_file_dropped_into_configs_is_found(tmp_path):
-    path = REPO / "configs" / "test_dropped_in_tmp.py"
-    path.write_text("from dataclasses import dataclass\nfrom configs.base import BaseRLConfig\n\n"
-                    "@dataclass\nclass DroppedInRLConfig(BaseRLConfig):\n    task: str = 'subtractor'\n    ndigit: int = 2\n")
-    try:
-        cls = get_config_class("DroppedInRLConfig")
-        assert cls().get_args_ready().max_seq_len == 6 + 3
-    finally:
-        path.unlink()
+def test_a_config_file_dropped_into_the_configs_folder_is_found(tmp_path, monkeypatch):
+    # a folder standing in for configs/ (nothing is written into the repository)
+    (tmp_path / "dropped_in.py").write_text(
+        "from dataclasses import dataclass\nfrom configs.base import BaseRLConfig\n\n"
+        "@dataclass\nclass DroppedInRLConfig(BaseRLConfig):\n    task: str = 'subtractor'\n    ndigit: int = 2\n")
+    monkeypatch.setattr(configs, "__path__", [*configs.__path__, str(tmp_path)])
+    cls = get_config_class("DroppedInRLConfig")
+    assert cls().get_args_ready().max_seq_len == 6 + 3
+    monkeypatch.undo()
+    sys.modules.pop("configs.dropped_in", None)
     assert "DroppedInRLConfig" not in all_config_classes()
 
 
@@ -52,7 +60,9 @@ def test_derived_fields_are_filled_in():
     c = get_config_class("AdderRLConfig")().get_args_ready()
     assert (c.vocab_size, c.max_seq_len, c.out_dir) == (14, 13, "out/AdderRLConfig")
     m = get_config_class("MultiplierRLConfig")().get_args_ready(debug=True)
-    assert (m.vocab_size, m.max_seq_len, m.out_dir) == (14, 11, "out/MultiplierRLConfig-debug")
+    assert (m.vocab_size, m.max_seq_len, m.out_dir) == (15, 6 + 14, "out/MultiplierRLConfig-debug")
+    plain = get_config_class("MultiplierRLConfig")(show_work=False).get_args_ready()
+    assert (plain.vocab_size, plain.max_seq_len) == (14, 11)
 
 
 def test_overrides_are_typed_and_win_over_debug_presets():
@@ -60,31 +70,51 @@ def test_overrides_are_typed_and_win_over_debug_presets():
                     "--reverse_answer=false")
     assert c.rl_train_steps == 3 and c.learning_rate == 3e-4 and c.reverse_answer is False
     assert c.rl_batch_size == BaseRLConfig.DEBUG_OVERRIDES["rl_batch_size"]
+    assert parse_command_line(["--debug"]).resume_mode == "never"
+    assert parse_command_line(["--resume"]).resume_mode == "auto" == parse_command_line([]).resume_mode
 
 
 @pytest.mark.parametrize("argv,message", [
+    (["--config_name", "NoSuchConfig"], "unknown config 'NoSuchConfig'; known configs: "),
     (["--ndigits=4"], "unknown option --ndigits; did you mean --ndigit? (--help lists every option)"),
+    (["--lerning_rate=1e-3"], "unknown option --lerning_rate; did you mean --learning_rate?"),
     (["--ndigit=three"], "--ndigit expects an integer, got 'three'"),
+    (["--ndigit=3.5"], "--ndigit expects an integer, got '3.5'"),
     (["--learning_rate=nan"], "--learning_rate must be a finite number, got 'nan'"),
+    (["--learning_rate=inf"], "--learning_rate must be a finite number, got 'inf'"),
     (["--reverse_answer=maybe"], "--reverse_answer expects true or false, got 'maybe'"),
     (["--rl_batch_size=0"], "rl_batch_size must be positive, got 0"),
+    (["--rl_rollout_size=-2"], "rl_rollout_size must be positive, got -2"),
     (["--weight_decay=-1"], "weight_decay must be zero or positive, got -1.0"),
+    (["--adam_beta2=1"], "adam_beta2 must be in [0, 1), got 1.0"),
+    (["--n_embed=100"], "n_embed=100 is not divisible by n_head=8; pick n_head among [1, 2, 4, 5, 10, 20, 25]"),
     (["--n_head=7"], "n_embed=256 is not divisible by n_head=7; pick n_head among [1, 2, 4, 8, 16, 32]"),
     (["--ndigit=9", "--n_position=24"], "adder with ndigit=9 needs 31 positions (prompt 20 + answer 11) but "
                                          "n_position=24; raise n_position to at least 31"),
+    (["--ndigit=10"], "ndigit must be between 1 and 9, got 10"),
     (["--task=divider"], "unknown task 'divider'; known tasks: adder, multiplier, subtractor"),
-    (["--rl_algorithm=ppo2"], "unknown rl_algorithm 'ppo2'"),
+    (["--show_work=true"], "task adder defines no steps to show; use show_work=false (tasks with steps: multiplier)"),
+    (["--test_fraction=0.6", "--validation_fraction=0.5"], "test_fraction and validation_fraction must be positive"),
+    (["--rl_algorithm=sarsa"], "unknown rl_algorithm 'sarsa'; known: reinforce, grpo, rloo, ppo, dapo"),
+    (["--advantage_mode=median"], "unknown advantage_mode 'median'; known: none, baseline, group_mean"),
+    (["--loss_aggregation=mean"], "unknown loss_aggregation 'mean'; known: token-mean"),
+    (["--kl_estimator=k4"], "unknown kl_estimator 'k4'; known: k1, k2, k3"),
+    (["--rl_algorithm=rloo", "--rl_rollout_size=1"], "advantage_mode=rloo compares the answers to a prompt"),
     (["--rewards=exact:1"], "unknown reward 'exact' in rewards='exact:1'"),
+    (["--rewards=exact_match,steps"], "reward 'steps' scores the shown work, but show_work is false"),
     (["--vocab_size=20"], "vocab_size and max_seq_len are derived from the task; do not set them"),
     (["--rl_ga_steps=3"], "rl_batch_size*rl_rollout_size=512 is not divisible by rl_ga_steps=3"),
     (["--init_from=no/such/file.pt"], "init_from='no/such/file.pt' is neither 'sft', 'scratch' nor an existing file"),
+    (["--device=tpu"], "device must be 'auto', 'cpu' or 'cuda', got 'tpu'"),
     (["--debug=yes"], "--debug takes no value"),
+    (["--seed"], "--seed needs a value, e.g. --seed=VALUE"),
     (["stray"], "unexpected argument 'stray'"),
 ])
 def test_bad_input_is_one_clear_message(argv, message):
     with pytest.raises(ConfigError) as e:
         config_from(*argv)
     assert str(e.value).startswith(message)
+    assert "\n" not in str(e.value)
 
 
 def test_global_batch_must_split_across_ranks():
@@ -92,6 +122,26 @@ def test_global_batch_must_split_across_ranks():
     with pytest.raises(ConfigError, match="rl_batch_size=6 is not divisible by the 4 processes; use a multiple of 4"):
         c.validate_world_size(4)
     c.validate_world_size(2)
+
+
+def test_devices_and_backends_this_machine_cannot_run(monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    with pytest.raises(ValueError, match="backend='nccl' needs CUDA, which this run does not use; use --backend=gloo"):
+        dist.pick_device_and_backend("auto", "nccl", 0)
+    with pytest.raises(ValueError, match="device='cuda' was asked for but CUDA is not available here; use --device=cpu"):
+        dist.pick_device_and_backend("cuda", "auto", 0)
+    assert dist.pick_device_and_backend("auto", "auto", 0) == (dist.torch.device("cpu"), "gloo")
+
+
+def test_resume_from_a_missing_or_broken_file(tmp_path):
+    config = get_config_class("AdderRLConfig")(out_dir=str(tmp_path)).get_args_ready()
+    with pytest.raises(ConfigError, match="--resume=does/not/exist.pt: no such file \\(use --resume=never to start over\\)"):
+        find_resume("does/not/exist.pt", config)
+    bad = tmp_path / "rl_snapshot_3.pt"
+    bad.write_bytes(b"this is not a snapshot")
+    with pytest.raises(ConfigError, match=f"--resume: snapshot {bad} is unreadable"):
+        find_resume(str(bad), config)
+    assert find_resume("never", config) == (None, None)
 
 
 def test_original_config_command_prints_the_resolved_config():

@@ -7,7 +7,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from configs.adder import AdderRLConfig
 from model.gpt import GPT, GPTConfig
-from rl.perf import forward_flops, update_flops
+from rl.tools.perf import forward_flops, update_flops
 
 
 def test_forward_flops_match_pytorch_counter():

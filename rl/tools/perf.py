@@ -38,12 +38,10 @@ import numpy as np
 import torch
 
 from configs import get_config_class
-from model.gpt import GPT, GPTConfig
-from rl.dist import DistInfo
-from rl.math_env import MathEnvironment
 from rl.math_trainer import MathRLTrainer
+from rl.tools import launch
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = launch.REPO
 PERF_OVERRIDES = dict(init_from="scratch", rewards="digit_match:1.0")
 
 
@@ -85,12 +83,7 @@ def update_flops(config, num_sequences: int) -> float:
 
 
 def build_trainer(config_name: str):
-    config = get_config_class(config_name)(**PERF_OVERRIDES).get_args_ready()
-    env = MathEnvironment(config.task, config.ndigit, config.reverse_answer, config.use_format, config.test_fraction)
-    torch.manual_seed(config.seed)
-    model = GPT(GPTConfig(**config.model_args()))
-    a, b = env.eval_operands(config.num_eval)
-    return MathRLTrainer(config, env, model, DistInfo(), a, b)
+    return MathRLTrainer.build(get_config_class(config_name)(**PERF_OVERRIDES).get_args_ready())
 
 
 def measure_in_process(config_name: str, steps: int = 6):
@@ -154,10 +147,7 @@ def script_samples_per_second(config_name: str, nproc: int, threads: int, steps:
         args = ["rl/rl_ddp.py", "--config_name", config_name, "--no_wandb", f"--out_dir={out}",
                 f"--rl_train_steps={steps}", "--eval_interval=1000", "--save_interval=1000", "--num_eval=100",
                 *[f"--{k}={v}" for k, v in PERF_OVERRIDES.items()]]
-        cmd = [sys.executable, *args] if nproc == 1 else [
-            sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *args]
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "WANDB_MODE": "disabled"}
-        subprocess.run(cmd, cwd=REPO, env=env, check=True, capture_output=True)
+        launch.run(args[1:], nproc=nproc, threads=threads)
         with open(os.path.join(out, "metrics.jsonl")) as f:
             rows = [json.loads(line) for line in f]
     return statistics.median(r["perf/samples_per_second"] for r in rows if r["step"] >= 3)

@@ -1,0 +1,117 @@
+"""The command line of rl/rl_ddp.py: flags, typed --KEY=VALUE overrides of a config's fields, and --help.
+
+    --config_name NAME   a config class under configs/ (default AdderRLConfig)
+    --debug              a tiny run that checks every stage (BaseRLConfig.DEBUG_OVERRIDES)
+    --no_wandb           metrics go to out_dir/metrics.jsonl only
+    --resume[=...]       default: continue from the newest snapshot in out_dir; =never starts over;
+                         =PATH continues from that file
+    --KEY=VALUE          (or --KEY VALUE) any config field, typed by the field
+
+Overrides are strict: an unknown key, a wrong type or a non-finite number is a ConfigError of one
+line (with the closest known key), never an exec of user text.
+"""
+
+import difflib
+import math
+from dataclasses import dataclass, field, fields
+
+from configs import get_config_class
+from configs.base import BaseRLConfig, ConfigError, field_type
+
+FLAGS = ("config_name", "debug", "no_wandb", "resume", "help")
+
+
+@dataclass
+class CommandLine:
+    config_name: str = "AdderRLConfig"
+    debug: bool = False
+    no_wandb: bool = False
+    resume: str = ""  # "" = not given: auto, except under --debug where it means never
+    help: bool = False
+    overrides: dict = field(default_factory=dict)  # field name -> the text given for it
+
+    @property
+    def resume_mode(self) -> str:
+        return self.resume or ("never" if self.debug else "auto")
+
+
+def parse_command_line(argv: list) -> CommandLine:
+    """Split argv into the flags and raw --key=value overrides (typed later, per config class)."""
+    cli, i = CommandLine(), 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg in ("-h", "--help"):
+            cli.help = True
+            continue
+        if not arg.startswith("--") or arg == "--":
+            raise ConfigError(f"unexpected argument {arg!r}; options look like --key=value (see --help)")
+        key, has_value, value = arg[2:].partition("=")
+        key = key.replace("-", "_")
+        if key in ("debug", "no_wandb"):
+            if has_value:
+                raise ConfigError(f"--{key} takes no value")
+            setattr(cli, key, True)
+        elif key == "resume":
+            cli.resume = value if has_value else "auto"
+        else:
+            if not has_value:  # --key value
+                if i >= len(argv) or argv[i].startswith("--"):
+                    raise ConfigError(f"--{key} needs a value, e.g. --{key}=VALUE")
+                value, i = argv[i], i + 1
+            if key == "config_name":
+                cli.config_name = value
+            else:
+                cli.overrides[key] = value
+    return cli
+
+
+def parse_value(name: str, kind: type, text: str):
+    """Typed value of one --key=value override, or ConfigError saying what was expected."""
+    if kind is bool:
+        low = text.lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"--{name} expects true or false, got {text!r}")
+    if kind is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise ConfigError(f"--{name} expects an integer, got {text!r}") from None
+    if kind is float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ConfigError(f"--{name} expects a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise ConfigError(f"--{name} must be a finite number, got {text!r}")
+        return value
+    return text
+
+
+def build_config(cli: CommandLine) -> BaseRLConfig:
+    """Config class defaults, then --debug presets, then explicit overrides; validated and resolved."""
+    cls = get_config_class(cli.config_name)
+    kinds = {f.name: field_type(f) for f in fields(cls)}
+    values = dict(cls.DEBUG_OVERRIDES) if cli.debug else {}
+    for key, text in cli.overrides.items():
+        if key not in kinds:
+            close = difflib.get_close_matches(key, list(kinds) + list(FLAGS), n=1)
+            hint = f"did you mean --{close[0]}? " if close else ""
+            raise ConfigError(f"unknown option --{key}; {hint}(--help lists every option)")
+        values[key] = parse_value(key, kinds[key], text)
+    return cls(**values).get_args_ready(debug=cli.debug)
+
+
+def print_help(cli: CommandLine):
+    try:
+        cls = get_config_class(cli.config_name)
+    except ConfigError:
+        cls = BaseRLConfig
+    print(__doc__.strip().split("\n\n")[1])
+    print(f"\nfields of {cls.__name__} (--KEY=VALUE; default shown):")
+    docs = cls.field_docs()
+    for f in fields(cls):
+        print(f"  --{f.name}={getattr(cls, f.name)!r}\n      {docs.get(f.name, '')}")

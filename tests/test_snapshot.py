@@ -1,0 +1,115 @@
+"""Snapshot files and the numbers in them: atomic writes, a full disk, a truncated file, pickled
+code, what a snapshot may hold, and the numerical guard that keeps non-finite weights out.
+Run: python -m pytest tests/test_snapshot.py"""
+
+import errno
+import os
+
+import pytest
+import torch
+
+from helpers import TINY_ARGS, load, make_trainer, run
+from rl import algorithms, math_trainer, snapshot
+from rl.math_trainer import TrainingError
+
+
+# ---- numerical guard ----------------------------------------------------------------------------
+def test_non_finite_loss_skips_the_update_and_stops_after_max_bad_steps(monkeypatch):
+    trainer = make_trainer(max_bad_steps=3)
+    trainer.train_step()
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    real = algorithms.compute_policy_loss
+    monkeypatch.setattr(math_trainer, "compute_policy_loss",
+                        lambda *a, **k: (real(*a, **k)[0] * float("nan"), real(*a, **k)[1]))
+    for expected in (1, 2):
+        metrics = trainer.train_step()
+        assert metrics["train/skipped_steps"] == expected
+        assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
+    with pytest.raises(TrainingError, match="non-finite loss or gradient norm for 3 steps in a row \\(up to step 4\\)"):
+        trainer.train_step()
+    assert trainer.weights_are_finite()
+    monkeypatch.setattr(math_trainer, "compute_policy_loss", real)
+    trainer.bad_steps_in_a_row = 0
+    trainer.train_step()  # a finite step updates again and resets the count
+    assert trainer.bad_steps_in_a_row == 0 and not torch.equal(before["wte.weight"], trainer.model.wte.weight)
+
+
+# ---- crash-safe snapshot files ----------------------------------------------------------------
+def test_disk_full_while_saving_keeps_the_previous_snapshot(tmp_path, monkeypatch):
+    path = tmp_path / "rl_snapshot_1.pt"
+    snapshot.save_atomic({"model": {"w": torch.ones(3)}, "model_args": {}}, str(path))
+
+    def full_disk(obj, f):
+        f.write(b"partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        snapshot.save_atomic({"model": {"w": torch.zeros(3)}}, str(path))
+    monkeypatch.undo()
+    assert torch.equal(load(path)["model"]["w"], torch.ones(3))
+    assert os.listdir(tmp_path) == ["rl_snapshot_1.pt"]  # no temporary file left behind
+
+
+def test_disk_full_in_a_run_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    from rl import rl_ddp
+    calls = {"n": 0}
+    real = snapshot.save_atomic
+
+    def fills_up(obj, path):
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(obj, path)
+    monkeypatch.setattr(snapshot, "save_atomic", fills_up)
+    code = rl_ddp.main([*TINY_ARGS, "--no_wandb", "--rl_train_steps=4", "--save_interval=2", f"--out_dir={tmp_path}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err == [f"error: could not write {tmp_path}/rl_snapshot_4.pt (No space left on device); the previous "
+                   f"snapshot is intact: free some space and run the same command to continue"]
+    assert load(tmp_path / "rl_snapshot_2.pt")["step"] == 2
+
+
+def test_keep_snapshots_prunes_only_after_the_new_one_is_written(tmp_path):
+    run([*TINY_ARGS, "--no_wandb", "--rl_train_steps=6", "--save_interval=1", "--keep_snapshots=2",
+         f"--out_dir={tmp_path}"])
+    assert sorted(p.name for p in tmp_path.glob("rl_snapshot_*.pt")) == ["rl_snapshot_5.pt", "rl_snapshot_6.pt"]
+
+
+def test_truncated_newest_snapshot_falls_back_to_the_previous_one(tmp_path):
+    args = [*TINY_ARGS, "--no_wandb", "--rl_train_steps=4", "--save_interval=2", f"--out_dir={tmp_path}"]
+    run(args)
+    newest = tmp_path / "rl_snapshot_4.pt"
+    newest.write_bytes(newest.read_bytes()[:1000])  # what a crash mid-write without os.replace would leave
+    proc = run([*args, "--rl_train_steps=6"])
+    warning = [l for l in proc.stdout.splitlines() if l.startswith("warning:")]
+    assert len(warning) == 1 and f"snapshot {newest} is unreadable" in warning[0]
+    assert "falling back to the previous snapshot" in warning[0]
+    assert "Resumed from" in proc.stdout and "at step 2/6" in proc.stdout
+
+
+def test_snapshots_refuse_pickled_code(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo pwned",))
+    path = tmp_path / "evil.pt"
+    torch.save({"model": Evil(), "model_args": {}}, path)
+    with pytest.raises(Exception, match="is unreadable"):
+        snapshot.load_snapshot(str(path))
+
+
+def test_a_snapshot_holds_no_absolute_path(tmp_path):
+    trainer = make_trainer(out_dir=str(tmp_path / "run"), init_from="scratch")
+    trainer.train_step()
+    flat = repr({k: v for k, v in trainer.state_dict().items() if k not in ("model", "optimizer", "ref_model")})
+    assert str(tmp_path) not in flat and "/" not in flat.replace("seq-mean-token", "")
+    assert trainer.state_dict()["config"]["out_dir"] == ""
+
+
+def test_a_file_that_does_not_say_its_task_is_refused():
+    args = {"n_layer": 1}
+    with pytest.raises(snapshot.ConfigError, match="x.pt does not say which task it was trained on; it cannot be "
+                                                   "checked against task"):
+        snapshot.check_compatible({"model_args": args}, "x.pt", args, {"task": "adder"})
+    with pytest.raises(snapshot.ConfigError, match="x.pt was trained on task"):
+        snapshot.check_compatible({"model_args": args, "task": {"task": "multiplier"}}, "x.pt", args, {"task": "adder"})
+    snapshot.check_compatible({"model_args": args, "task": {"task": "adder"}}, "x.pt", args, {"task": "adder"})

@@ -1,0 +1,86 @@
+"""The supervised warm start: it chooses on the validation split only, a cached one gives exactly what
+training it gives, a stopped one continues to the same weights, and its cache key holds what
+changes it.  Run: python -m pytest tests/test_warm_start.py"""
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import TINY_ARGS, assert_same_state, load, make_config, make_trainer, run
+from rl import warm_start
+from rl.dist import DistInfo
+from rl.math_env import SPLITS
+from rl.warm_start import fingerprint, init_policy
+
+SFT = dict(init_from="sft", sft_max_steps=12, sft_batch_size=32, sft_eval_interval=4, sft_save_interval=5,
+           sft_target_accuracy=1.0, sft_num_eval=20)
+
+
+def test_the_warm_start_never_evaluates_a_test_problem(tmp_path, monkeypatch):
+    seen = []
+    real = warm_start.evaluate
+
+    def spy(model, env, a, b, info, **kw):
+        seen.append((env.split_of(a, b), kw["split"]))
+        return real(model, env, a, b, info, **kw)
+    monkeypatch.setattr(warm_start, "evaluate", spy)
+    trainer = make_trainer(out_dir=str(tmp_path), **SFT)
+    init_policy(trainer.config, trainer.env, trainer.model, DistInfo())
+    assert len(seen) == 3  # steps 4, 8 and 12
+    for splits, name in seen:
+        assert name == "validation" and (splits == SPLITS.index("validation")).all() and len(splits) == 20
+
+
+@pytest.mark.slow
+def test_a_cached_warm_start_gives_exactly_what_training_it_gives(tmp_path):
+    """The same command twice: the first trains the warm start, the second reuses it from out_dir.
+    After RL steps every tensor of the two runs is equal."""
+    args = [*TINY_ARGS, "--no_wandb", "--init_from=sft", "--sft_max_steps=8", "--sft_eval_interval=4",
+            "--sft_num_eval=20", "--rl_train_steps=4", "--save_interval=4", "--resume=never", f"--out_dir={tmp_path}"]
+    first = run(args)
+    trained = load(tmp_path / "rl_snapshot_4.pt")
+    second = run(args)
+    assert "Warm start: supervised training" in first.stdout and "Warm start: reusing" in second.stdout
+    assert_same_state(trained, load(tmp_path / "rl_snapshot_4.pt"))
+
+
+def test_a_stopped_warm_start_continues_to_the_same_weights(tmp_path):
+    steps_taken = []
+
+    def train(out_dir, stop_after=None):
+        trainer = make_trainer(out_dir=str(out_dir), **SFT)
+        steps_taken.clear()
+
+        def should_stop():  # asked once after every supervised step
+            steps_taken.append(1)
+            return stop_after is not None and len(steps_taken) >= stop_after
+        return init_policy(trainer.config, trainer.env, trainer.model, DistInfo(), should_stop)
+
+    assert train(tmp_path / "straight")["warm_start_steps"] == 12
+    assert train(tmp_path / "stopped", stop_after=7) is None  # stopped after its 7th step
+    assert load(tmp_path / "stopped" / "warm_start_progress.pt")["step"] == 7
+    assert train(tmp_path / "stopped")["warm_start_steps"] == 12  # the same command continues...
+    assert len(steps_taken) == 5  # ...with the 5 steps that were missing
+    assert not (tmp_path / "stopped" / "warm_start_progress.pt").exists()
+    straight = load(tmp_path / "straight" / "warm_start.pt")["model"]
+    continued = load(tmp_path / "stopped" / "warm_start.pt")["model"]
+    for name in straight:
+        assert torch.equal(straight[name], continued[name]), name
+
+
+def test_the_warm_start_leaves_no_gradients_behind(tmp_path):
+    trainer = make_trainer(out_dir=str(tmp_path), **SFT)
+    init_policy(trainer.config, trainer.env, trainer.model, DistInfo())
+    assert all(p.grad is None for p in trainer.model.parameters())
+
+
+@pytest.mark.parametrize("change", [dict(validation_fraction=0.1), dict(show_work=True, task="multiplier"),
+                                    dict(sft_num_eval=30), dict(weight_decay=0.2), dict(seed=7), dict(n_layer=2),
+                                    dict(sft_target_accuracy=0.5), dict(test_fraction=0.2)])
+def test_the_cache_key_holds_what_changes_the_warm_start(change):
+    base = fingerprint(make_config(**SFT), world_size=1)
+    assert fingerprint(make_config(**{**SFT, **change}), world_size=1) != base
+    assert fingerprint(make_config(**SFT), world_size=2) != base  # each rank draws its share of a batch
+    # ...and not what leaves it unchanged
+    assert fingerprint(make_config(**SFT, learning_rate=5e-4, rl_algorithm="grpo"), world_size=1) == base
+    assert np.isscalar(base["version"])
