@@ -72,14 +72,15 @@ def test_help_lists_every_field_with_its_reason():
     assert "digits per operand" in proc.stdout
 
 
-def test_readme_documents_every_config_field():
-    assert [f.name for f in fields(BaseRLConfig) if f"`{f.name}`" not in README] == []
+def test_readme_documents_every_config_field_with_its_default_and_reason():
+    docs = BaseRLConfig.field_docs()
+    rows = [f"| `{f.name}` | `{getattr(BaseRLConfig, f.name)!r}` | {docs[f.name]} |" for f in fields(BaseRLConfig)]
+    assert [row for row in rows if row not in README] == []
 
 
 def test_readme_file_table_lists_every_module():
-    listed = {line.split("`")[1] for line in README.splitlines() if line.startswith("| `") and ".py`" in line}
-    listed |= {p.strip("` ") for line in README.splitlines() if line.startswith("| `rl/") for p in
-               line.split("|")[1].split(",")}
+    first_cells = [line.split("|")[1] for line in README.splitlines() if line.startswith("| `")]
+    listed = {name for cell in first_cells for name in cell.split("`")[1::2] if name.endswith(".py")}
     repo = Path(__file__).resolve().parents[1]
     modules = {str(p.relative_to(repo)) for folder in ("rl", "model", "configs") for p in (repo / folder).rglob("*.py")
                if p.name != "__init__.py"}

@@ -53,6 +53,8 @@ def reference_gradients(trainer, steps: int = 2):
         loss = reference.step_loss(trainer.model, c, trainer.env, state["data"], rows)
         expected.append(list(torch.autograd.grad(loss, params, allow_unused=True)))
     grads = capture_gradients(trainer, on_step)
+    for p in trainer.model.parameters():  # what a warm start could leave behind must not join the step
+        p.grad = torch.randn_like(p)
     for _ in range(steps):
         trainer.train_step()
     expected = [[torch.zeros_like(p) if g is None else g for p, g in zip(trainer.model.parameters(), step)]
@@ -86,7 +88,7 @@ CASES = {
     "dapo": dict(rl_algorithm="dapo", rl_temperature=0.8),
     "dr-grpo": dict(rl_algorithm="grpo", advantage_mode="group_mean", loss_aggregation="seq-mean-token-sum-norm"),
     "batch-zscore": dict(rl_algorithm="reinforce", advantage_mode="batch_zscore"),
-    "entropy": dict(rl_algorithm="grpo", entropy_coef=0.3),
+    "entropy": dict(rl_algorithm="grpo", entropy_coef=0.3, rl_temperature=1.5),
     "kl-k1-reward": dict(rl_algorithm="grpo", kl_coef=0.5, kl_estimator="k1", learning_rate=1e-2),
     "kl-k2-loss": dict(rl_algorithm="ppo", kl_coef=0.5, kl_estimator="k2", learning_rate=1e-2),
     "kl-k3-loss": dict(rl_algorithm="dapo", kl_coef=0.5, kl_estimator="k3", learning_rate=1e-2),
@@ -180,6 +182,23 @@ def test_micro_batches_and_skipped_answers_do_not_change_the_gradient():
     assert_grads_close(grads[1][0], grads[0][0], rtol=1e-4)
     assert_grads_close(grads[2][0], grads[0][0], rtol=1e-4)
     assert metrics[0]["train/policy_loss"] == pytest.approx(metrics[1]["train/policy_loss"], abs=1e-6)
+
+
+def test_gradients_are_clipped_to_grad_clip_by_their_global_norm():
+    raw, clipped = make_trainer(grad_clip=0.0), make_trainer(grad_clip=0.01)
+    g_raw, g_clipped = capture_gradients(raw), capture_gradients(clipped)
+    raw.train_step(), clipped.train_step()
+    norm = torch.sqrt(sum((g ** 2).sum() for g in g_raw[0])).item()
+    assert norm > 0.02  # so the clip engages
+    assert_grads_close(g_clipped[0], [g * 0.01 / norm for g in g_raw[0]], rtol=1e-4)
+
+
+def test_every_rank_and_step_draws_its_own_problems_and_samples():
+    from rl.dist import DistInfo
+    prompts = lambda rank, step: make_trainer(info=DistInfo(rank=rank)).sample(step)[0]
+    same, other_rank, other_step = prompts(0, 3), prompts(1, 3), prompts(0, 4)
+    assert torch.equal(same.prompts, prompts(0, 3).prompts) and torch.equal(same.generated, prompts(0, 3).generated)
+    assert not torch.equal(same.prompts, other_rank.prompts) and not torch.equal(same.prompts, other_step.prompts)
 
 
 # ---- dynamic sampling and what a step counts -------------------------------------------------

@@ -1,0 +1,113 @@
+"""Which answer layout a small GPT learns multiplication from: supervised training curves, one per layout.
+
+    python -m rl.tools.formats                          # 2-digit: plain, shifted and unshifted partial products
+    python -m rl.tools.formats --ndigit 3 --steps 3000 --layouts shifted unshifted
+
+Each layout trains the config's model from scratch with teacher forcing on training pairs (batch
+--batch, AdamW at --lr after a 50-step warmup, the project's warm-start loss) and every --every
+steps reports greedy final-answer accuracy on the *validation* split, which is what the choice of
+layout looks at, and on the training pairs, which shows memorisation (a gap between the two). The
+layouts, for 12*34:
+
+    plain       "8040$"            the product alone (show_work=false)
+    shifted     "840+0630=8040$"   partial products a*b_i*10^i, running sums (the shipped layout)
+    unshifted   "840+630=8040$"    the same without the shift's zeros: shorter, but each partial
+                                   product's digits sit one place off from the sum's
+
+The unshifted layout is registered here as its own operation through the same `@operation`
+registry a user adds one with. Prints one JSON line per evaluation, then a Markdown table.
+"""
+
+import argparse
+import json
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from configs import get_config_class
+from model.gpt import GPT, GPTConfig
+from rl.dist import DistInfo
+from rl.evaluate import evaluate
+from rl.math_env import EQUALS, MathEnvironment, operation
+from rl.warm_start import supervised_loss
+
+
+def unshifted_multiplication(a: int, b: int, ndigit: int) -> list:
+    """The school method without the shift's zeros: a * b_i in n + 1 digits, running sums in full."""
+    n = ndigit
+    parts = [a * (b // 10 ** i % 10) for i in range(n)]
+    steps, total = [("", parts[0], n + 1)], parts[0]
+    for i in range(1, n):
+        total += parts[i] * 10 ** i
+        steps.append(("+", parts[i], n + 1))
+        if i < n - 1:
+            steps.append((EQUALS, total, n + 1 + i))
+    return steps
+
+
+operation("multiplier_unshifted", "*", answer_digits=lambda n: 2 * n, steps=unshifted_multiplication)(
+    lambda a, b: a * b)
+LAYOUTS = {"plain": dict(task="multiplier", show_work=False), "shifted": dict(task="multiplier", show_work=True),
+           "unshifted": dict(task="multiplier_unshifted", show_work=True)}
+
+
+def curve(layout: str, seed: int, args) -> list:
+    config = get_config_class(args.config)(ndigit=args.ndigit, seed=seed, **LAYOUTS[layout]).get_args_ready()
+    env = MathEnvironment(**config.task_args())
+    torch.manual_seed(seed)
+    model = GPT(GPTConfig(**config.model_args()))
+    optimizer = model.configure_optimizer(lr=args.lr, weight_decay=args.weight_decay,
+                                          betas=(config.adam_beta1, config.adam_beta2))
+    rng, info, rows, t0 = np.random.default_rng(seed), DistInfo(), [], time.time()
+    val_a, val_b = env.eval_operands(args.num_eval, "validation")
+    train_a, train_b = env.sample_operands(args.num_eval, np.random.default_rng(10_000 + seed))
+    for step in range(1, args.steps + 1):
+        for group in optimizer.param_groups:
+            group["lr"] = args.lr * min(1.0, step / 50)
+        loss = supervised_loss(model, env, *env.sample_operands(args.batch, rng), "cpu")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        if step % args.every == 0:
+            val = evaluate(model, env, val_a, val_b, info, num_mistakes=0, split="validation")
+            train = evaluate(model, env, train_a, train_b, info, num_mistakes=0, split="train")
+            rows.append(dict(layout=layout, seed=seed, step=step, examples=step * args.batch,
+                             validation=round(val.accuracy, 4), train=round(train.accuracy, 4),
+                             answer_tokens=env.answer_len, seconds=round(time.time() - t0, 1)))
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default="MultiplierRLConfig")
+    parser.add_argument("--ndigit", type=int, default=2)
+    parser.add_argument("--layouts", nargs="+", default=list(LAYOUTS), choices=list(LAYOUTS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--every", type=int, default=100)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--weight_decay", type=float, default=0.1)
+    parser.add_argument("--num_eval", type=int, default=1000)
+    args = parser.parse_args()
+    rows = [row for layout in args.layouts for seed in args.seeds for row in curve(layout, seed, args)]
+    steps = sorted({r["step"] for r in rows})
+    print(f"\nvalidation accuracy (train in brackets), median of seeds {args.seeds}, {args.ndigit}-digit, batch "
+          f"{args.batch}, lr {args.lr}\n\n| layout | answer tokens | " + " | ".join(f"step {s}" for s in steps)
+          + " |\n|---|---|" + "---|" * len(steps))
+    for layout in args.layouts:
+        cells = []
+        for s in steps:
+            at = [r for r in rows if r["layout"] == layout and r["step"] == s]
+            cells.append(f"{statistics.median(r['validation'] for r in at):.3f} "
+                         f"({statistics.median(r['train'] for r in at):.3f})")
+        tokens = next(r["answer_tokens"] for r in rows if r["layout"] == layout)
+        print(f"| {layout} | {tokens} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
