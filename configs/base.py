@@ -134,7 +134,7 @@ class BaseRLConfig:
     dynamic_sampling: Optional[bool] = None
     """drop prompt groups whose answers all got the same reward and refill with fresh prompts"""
     dynamic_sampling_max_rounds: int = 10
-    """extra sampling rounds per step at most when refilling dropped groups (few rounds starve late batches of signal)"""
+    """extra sampling rounds per step at most when refilling dropped groups (few rounds leave late batches short)"""
     kl_coef: float = 0.0
     """weight of the KL penalty to the frozen policy RL starts from; 0 keeps no reference model"""
     kl_estimator: str = "k2"

@@ -391,7 +391,8 @@ class MathRLTrainer:
         self.num_skipped_steps += int(skipped)
         if self.bad_steps_in_a_row >= self.config.max_bad_steps:
             raise TrainingError(f"non-finite loss or gradient norm for {self.bad_steps_in_a_row} steps in a row "
-                                f"(up to step {self.step}); lower learning_rate, keep grad_clip on, or check the rewards")
+                                f"(up to step {self.step}); lower learning_rate, keep grad_clip on, "
+                                f"or check the rewards")
 
     # ---- 5. metrics ---------------------------------------------------------------------------
     def metrics(self, first: Rollout, batch: Rollout, advantages, adv_stats: dict, update: dict, timing: dict) -> dict:

@@ -51,6 +51,24 @@ def console_line(metrics: dict, config: BaseRLConfig) -> str:
     return line + (f" | Eval: {metrics['eval/accuracy']:.4f}" if "eval/accuracy" in metrics else "")
 
 
+def where_rl_starts(trainer: MathRLTrainer, resume, stop: GracefulStop):
+    """Load the snapshot to continue from, or start over from the warm start (trained, or cached in
+    out_dir); returns what to log about it, or None if a stop signal interrupted the warm start."""
+    (snap, snap_path), config, info = resume, trainer.config, trainer.info
+    if snap is not None:
+        trainer.load_state_dict(snap)
+        print0(f"Resumed from {snap_path} at step {trainer.step}/{config.rl_train_steps}")
+        if info.is_main:
+            MetricsLogger.truncate(config.out_dir, trainer.step)  # the lines after it are about to be redone
+        return {}
+    if info.is_main:  # a fresh run replaces the old one's snapshots and metrics (the cached warm start stays)
+        if remove_snapshots(config.out_dir):
+            print0(f"Starting over: removed the old snapshots from {config.out_dir}")
+        MetricsLogger.truncate(config.out_dir)
+    return init_policy(config, trainer.env, trainer.policy, info,
+                       should_stop=lambda: dist.any_rank(stop.requested, info.device))
+
+
 def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, stop: GracefulStop) -> int:
     # ---- model and trainer: identical initial weights on every rank, DDP when there are several
     t_start = time.time()
@@ -60,24 +78,12 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, s
            f"{info.device.type}, {dist.num_threads()} thread(s) each, out_dir={config.out_dir}")
 
     # ---- where RL starts: the snapshot to continue, or the warm start (trained, or cached in out_dir)
-    snap, snap_path = resume
-    init_info = {}
-    if snap is not None:
-        trainer.load_state_dict(snap)
-        print0(f"Resumed from {snap_path} at step {trainer.step}/{config.rl_train_steps}")
-        if info.is_main:
-            MetricsLogger.truncate(config.out_dir, trainer.step)  # the lines after it are about to be redone
-    else:
-        if info.is_main and remove_snapshots(config.out_dir):  # a fresh run replaces the old one
-            print0(f"Starting over: removed the old snapshots from {config.out_dir}")
-        if info.is_main:
-            MetricsLogger.truncate(config.out_dir)
-        init_info = init_policy(config, trainer.env, trainer.policy, info,
-                                should_stop=lambda: dist.any_rank(stop.requested, info.device))
-        if init_info is None:
-            print0(f"Stopped by {stop.name} during the warm start; its progress is saved in "
-                   f"{os.path.join(config.out_dir, 'warm_start_progress.pt')}; run the same command to continue")
-            return 0
+    snap = resume[0]
+    init_info = where_rl_starts(trainer, resume, stop)
+    if init_info is None:
+        print0(f"Stopped by {stop.name} during the warm start; its progress is saved in "
+               f"{os.path.join(config.out_dir, 'warm_start_progress.pt')}; run the same command to continue")
+        return 0
     logger = make_logger(config, info.is_main, not cli.no_wandb, snap.get("wandb_run_id") if snap else None)
     save = lambda: save_step(trainer, {"wandb_run_id": logger.run_id}, config.keep_snapshots, info)
     if info.is_main:
@@ -120,12 +126,13 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, s
     result = result or evaluate(trainer, {}, "Final: ")
     print0(f"Final held-out accuracy: {result.accuracy:.4f} ({result.num_problems} problems, greedy)")
     if info.is_main:
-        write_summary(config, trainer, result, start, totals, init_info, t_start)
+        write_summary(trainer, result, start, {**totals, "t_start": t_start}, init_info)
     logger.finish()
     return 0
 
 
-def write_summary(config, trainer, result, start, totals, init_info, t_start):
+def write_summary(trainer: MathRLTrainer, result, start, totals: dict, init_info: dict):
+    config = trainer.config
     summary = {"config_name": config.name, "seed": config.seed, "world_size": trainer.info.world_size,
                "start_accuracy": start.accuracy if start else None, "final_accuracy": result.accuracy,
                "final_digit_accuracy": result.digit_accuracy, "final_steps_accuracy": result.steps_accuracy,
@@ -133,7 +140,7 @@ def write_summary(config, trainer, result, start, totals, init_info, t_start):
                "rl_seconds": time.time() - totals["t_rl"], "rl_train_seconds": totals["train_seconds"],
                "rl_answers_generated": totals["answers"],
                "rl_samples_per_second": totals["answers"] / max(totals["train_seconds"], 1e-9),
-               "total_seconds": time.time() - t_start, **init_info}
+               "total_seconds": time.time() - totals["t_start"], **init_info}
     with open(os.path.join(config.out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
 

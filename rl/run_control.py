@@ -26,7 +26,8 @@ def check_writable(out_dir: str):
             f.write("ok")
         os.remove(probe)
     except OSError as e:
-        raise ConfigError(f"cannot write to out_dir {out_dir!r} ({e.strerror}); pass --out_dir=<a writable folder>") from None
+        raise ConfigError(f"cannot write to out_dir {out_dir!r} ({e.strerror}); "
+                          f"pass --out_dir=<a writable folder>") from None
 
 
 class RunLock:

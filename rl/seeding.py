@@ -14,7 +14,8 @@ PROBLEMS, SAMPLING, DROPOUT, SFT_PROBLEMS, SHUFFLE = 1, 2, 3, 4, 5
 
 
 def stream_seed(seed: int, rank: int, step: int, purpose: int) -> int:
-    return int(np.random.SeedSequence([seed, rank, step, purpose]).generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
+    state = np.random.SeedSequence([seed, rank, step, purpose]).generate_state(1, dtype=np.uint64)[0]
+    return int(state >> np.uint64(1))  # 63 bits: torch's manual_seed takes a signed 64-bit seed
 
 
 def numpy_rng(seed: int, rank: int, step: int, purpose: int) -> np.random.Generator:

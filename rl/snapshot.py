@@ -50,7 +50,8 @@ def load_snapshot(path: str) -> dict:
     try:
         snap = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # truncated, not a torch file, or holding objects we refuse to unpickle
-        raise ConfigError(f"snapshot {path} is unreadable ({type(e).__name__}: {str(e).splitlines()[0][:80]})") from None
+        reason = f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"
+        raise ConfigError(f"snapshot {path} is unreadable ({reason})") from None
     if not isinstance(snap, dict) or "model" not in snap or "model_args" not in snap:
         raise ConfigError(f"{path} is not a MathRL snapshot (no model and model_args in it)")
     return snap

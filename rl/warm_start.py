@@ -98,20 +98,47 @@ def progress_path(config: BaseRLConfig) -> str:
     return os.path.join(config.out_dir, "warm_start_progress.pt")
 
 
-def load_progress(config: BaseRLConfig, world_size: int):
-    """The saved progress of this very warm start (same fingerprint), or None."""
-    path = progress_path(config)
+def restore_progress(config: BaseRLConfig, model, optimizer, scheduler, world_size: int) -> dict:
+    """Load the saved progress of this very warm start (same fingerprint), if any, into the model,
+    optimizer and scheduler; returns its step, last validation accuracy and seconds (zeros if none)."""
+    path, fresh = progress_path(config), {"step": 0, "accuracy": 0.0, "seconds": 0.0}
     if not os.path.isfile(path):
-        return None
+        return fresh
     try:
         progress = load_snapshot(path)
     except ConfigError as e:
         print0(f"Warm start: ignoring {path}: {e}")
-        return None
+        return fresh
     if progress.get("fingerprint") != fingerprint(config, world_size):
         print0(f"Warm start: {path} was made with other settings; starting the warm start afresh")
-        return None
-    return progress
+        return fresh
+    model.load_state_dict(progress["model"])
+    optimizer.load_state_dict(progress["optimizer"])
+    scheduler.load_state_dict(progress["scheduler"])
+    print0(f"Warm start: continuing from step {progress['step']} ({path})")
+    return {k: progress[k] for k in fresh}
+
+
+def save_progress(config: BaseRLConfig, model, optimizer, scheduler, state: dict, info: dist.DistInfo):
+    if info.is_main:
+        save_atomic({"kind": "warm_start_progress", "model": model.state_dict(), "model_args": config.model_args(),
+                     "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                     "fingerprint": fingerprint(config, info.world_size), **state}, progress_path(config))
+    dist.barrier()
+
+
+def supervised_step(policy, env: MathEnvironment, optimizer, config: BaseRLConfig, info: dist.DistInfo, step: int):
+    """One teacher-forced step on this rank's share of the step's training problems; returns the loss."""
+    seeding.seed_dropout(config.seed, info.rank, step)
+    problems = seeding.numpy_rng(config.seed, info.rank, step, seeding.SFT_PROBLEMS)
+    loss = supervised_loss(policy, env, *env.sample_operands(config.sft_batch_size // info.world_size, problems),
+                           info.device)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if config.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(dist.unwrap(policy).parameters(), config.grad_clip)
+    optimizer.step()
+    return loss
 
 
 def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: dist.DistInfo,
@@ -125,62 +152,44 @@ def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: d
     warmup = max(c.sft_warmup_steps, 1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
     val_a, val_b = env.eval_operands(c.sft_num_eval, "validation")
-    accuracy, step, seconds_before = 0.0, 0, 0.0
-    progress = load_progress(c, info.world_size)
-    if progress is not None:
-        model.load_state_dict(progress["model"])
-        optimizer.load_state_dict(progress["optimizer"])
-        scheduler.load_state_dict(progress["scheduler"])
-        accuracy, step, seconds_before = progress["accuracy"], progress["step"], progress["seconds"]
-        print0(f"Warm start: continuing from step {step} ({progress_path(c)})")
-    t0 = time.time() - seconds_before
-
-    def save_progress():
-        if info.is_main:
-            save_atomic({"kind": "warm_start_progress", "model": model.state_dict(), "model_args": c.model_args(),
-                         "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                         "fingerprint": fingerprint(c, info.world_size), "step": step, "accuracy": accuracy,
-                         "seconds": time.time() - t0}, progress_path(c))
-        dist.barrier()
-
+    state = restore_progress(c, model, optimizer, scheduler, info.world_size)
+    t0 = time.time() - state["seconds"]
+    save = lambda: save_progress(c, model, optimizer, scheduler, {**state, "seconds": time.time() - t0}, info)
     print0(f"Warm start: supervised training on the train split until validation accuracy >= "
            f"{c.sft_target_accuracy} (checked on {len(val_a)} validation problems every {c.sft_eval_interval} "
            f"steps, at most {c.sft_max_steps} steps)")
-    bar = tqdm(total=c.sft_max_steps, initial=step, desc="warm start", disable=not info.show_progress,
+    bar = tqdm(total=c.sft_max_steps, initial=state["step"], desc="warm start", disable=not info.show_progress,
                dynamic_ncols=True)
     model.train()
-    while step < c.sft_max_steps:
-        seeding.seed_dropout(c.seed, info.rank, step)
-        problems = seeding.numpy_rng(c.seed, info.rank, step, seeding.SFT_PROBLEMS)
-        loss = supervised_loss(policy, env, *env.sample_operands(c.sft_batch_size // info.world_size, problems),
-                               info.device)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if c.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), c.grad_clip)
-        optimizer.step()
+    while state["step"] < c.sft_max_steps:
+        loss = supervised_step(policy, env, optimizer, c, info, state["step"])
         scheduler.step()
-        step += 1
+        state["step"] += 1
+        step = state["step"]
         bar.update(1)
         if should_stop():
             bar.close()
-            save_progress()
+            save()
             return None
         if step % c.sft_save_interval == 0:
-            save_progress()
+            save()
         if step % c.sft_eval_interval == 0 or step == c.sft_max_steps:
-            accuracy = evaluate(model, env, val_a, val_b, info, batch_size=c.eval_batch_size, num_mistakes=0,
-                                split="validation").accuracy
-            bar.set_postfix(loss=f"{loss.item():.3f}", val_acc=f"{accuracy:.3f}")
+            state["accuracy"] = evaluate(model, env, val_a, val_b, info, batch_size=c.eval_batch_size,
+                                         num_mistakes=0, split="validation").accuracy
+            bar.set_postfix(loss=f"{loss.item():.3f}", val_acc=f"{state['accuracy']:.3f}")
             if not info.show_progress and step % (5 * c.sft_eval_interval) == 0:  # a log file's progress
-                print0(f"Warm start step {step}/{c.sft_max_steps} | Loss: {loss.item():.3f} | Validation: {accuracy:.3f}")
-            if accuracy >= c.sft_target_accuracy:
+                print0(f"Warm start step {step}/{c.sft_max_steps} | Loss: {loss.item():.3f} | "
+                       f"Validation: {state['accuracy']:.3f}")
+            if state["accuracy"] >= c.sft_target_accuracy:
                 break
     bar.close()
     optimizer.zero_grad(set_to_none=True)  # leave no gradients behind: RL must start as from the cached file
-    seconds = time.time() - t0
-    if accuracy < c.sft_target_accuracy:
-        print0(f"Warm start: reached only {accuracy:.3f} < sft_target_accuracy={c.sft_target_accuracy} on "
+    return report(c, state["step"], state["accuracy"], time.time() - t0)
+
+
+def report(config: BaseRLConfig, step: int, accuracy: float, seconds: float):
+    if accuracy < config.sft_target_accuracy:
+        print0(f"Warm start: reached only {accuracy:.3f} < sft_target_accuracy={config.sft_target_accuracy} on "
                f"validation after {step} steps; RL starts from there (raise sft_max_steps for more)")
     else:
         print0(f"Warm start: validation accuracy {accuracy:.3f} after {step} steps ({seconds:.0f}s)")

@@ -1,87 +1,158 @@
-"""Benchmark: end-to-end accuracy and time of the shipped configs, and the speed of the RL step.
+"""Benchmark: end-to-end accuracy and time of the shipped configs, what RL adds, and the RL step's speed.
 
-    python -m rl.benchmark                                   # AdderRLConfig and MultiplierRLConfig, seeds 0 1 2
-    python -m rl.benchmark --configs AdderRLConfig --seeds 0 --set rl_train_steps=100
-    python -m rl.benchmark --configs AdderRLConfig --nproc 2      # each run under torchrun, 2 processes
-    python -m rl.benchmark --perf                            # step speed against this machine's matmul peak
-    python -m rl.benchmark --perf --compile                  # ... and whether torch.compile pays
+    python -m rl.tools.benchmark                                  # AdderRLConfig and MultiplierRLConfig, seeds 0 1 2
+    python -m rl.tools.benchmark --configs AdderRLConfig --seeds 0 --set rl_train_steps=100
+    python -m rl.tools.benchmark --what_rl_adds                   # ... and supervised training for RL's seconds
+    python -m rl.tools.benchmark --configs AdderRLConfig --nproc 2   # each run under torchrun, 2 processes
+    python -m rl.tools.benchmark --perf [--compile]               # step speed against this machine's matmul peak
 
-End to end: each run is the real command (`python rl/rl_ddp.py --config_name NAME --seed=S
+End to end: each run is the README's command (`python rl/rl_ddp.py --config_name NAME --seed=S
 --no_wandb`) in a fresh folder out/benchmark/<NAME>-seed<S>, so the warm start is trained, not read
-from a cache. Prints one JSON line per run, then a Markdown table of medians for the README.
+from a cache, one run at a time. From each run's metrics it reads the wall seconds, warm start
+included, at which test accuracy first reached 0.95, 0.99 and 0.995 (from the run's own
+evaluations every eval_interval steps; nothing is chosen on them), and the final accuracies.
 
---perf: JSON lines measured on this machine (see rl/perf.py for what each number means).
+--what_rl_adds: after each run, the same warm start (out_dir/warm_start.pt) is trained on by
+supervised learning instead, for as many seconds as the run's RL steps took (a matched-compute
+baseline: teacher forcing on training problems, the warm start's batch and learning rate, a fresh
+AdamW with 10 warmup steps and a cosine decay to a tenth), then evaluated on the same test set.
+
+Prints one JSON line per run, then Markdown tables of medians over seeds, and writes a plot of test
+accuracy against wall seconds per config to docs/benchmark_<config>.svg.
 """
 
 import argparse
 import json
 import os
 import shutil
-import statistics
-import subprocess
-import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
+import torch
+
+from configs import get_config_class
+from model.gpt import GPT, GPTConfig
+from rl.dist import DistInfo
+from rl.evaluate import evaluate
+from rl.math_env import MathEnvironment
+from rl.math_trainer import lr_lambda
+from rl.snapshot import load_snapshot
+from rl.tools import launch
+from rl.tools.report import first_reaching, markdown_table, median_range, svg_lines
+from rl.warm_start import supervised_loss
+
+TARGETS = (0.95, 0.99, 0.995)
 
 
-def run_one(config_name: str, seed: int, out_root: str, extra: list, nproc: int = 1) -> dict:
-    out_dir = os.path.join(out_root, f"{config_name}-seed{seed}" + (f"-{nproc}proc" if nproc > 1 else ""))
+def run_one(config_name: str, seed: int, args) -> dict:
+    """The README's command in a fresh folder; what it did, read from its summary and metrics."""
+    out_dir = os.path.join(args.out_dir, f"{config_name}-seed{seed}" + (f"-{args.nproc}proc" if args.nproc > 1 else ""))
     shutil.rmtree(out_dir, ignore_errors=True)
-    launcher = [sys.executable] if nproc == 1 else [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
-    cmd = [*launcher, "rl/rl_ddp.py", "--config_name", config_name, f"--seed={seed}", "--no_wandb",
-           f"--out_dir={out_dir}", "--resume=never", *[f"--{kv}" for kv in extra]]
     os.makedirs(out_dir)
-    log_path = os.path.join(out_dir, "run.log")  # the run's console output, to follow with tail -f
     t0 = time.time()
-    with open(log_path, "w") as log:
-        proc = subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True)
+    launch.run(["--config_name", config_name, f"--seed={seed}", "--no_wandb", f"--out_dir={out_dir}",
+                "--resume=never", *[f"--{kv}" for kv in args.set]], nproc=args.nproc,
+               log_path=os.path.join(out_dir, "run.log"))  # the console, to follow with tail -f
     wall = time.time() - t0
-    if proc.returncode != 0:
-        with open(log_path) as log:
-            raise SystemExit(f"run failed ({' '.join(cmd)}):\n{log.read()[-2000:]}")
     with open(os.path.join(out_dir, "summary.json")) as f:
         s = json.load(f)
-    return {"config": config_name, "seed": seed, "processes": nproc, "warm_start_accuracy": s["start_accuracy"],
-            "final_accuracy": s["final_accuracy"], "warm_start_seconds": round(s.get("warm_start_seconds", 0.0), 1),
-            "warm_start_steps": s.get("warm_start_steps"), "rl_seconds": round(s["rl_seconds"], 1),
-            "rl_samples_per_second": round(s["rl_samples_per_second"], 1), "wall_seconds": round(wall, 1)}
+    with open(os.path.join(out_dir, "metrics.jsonl")) as f:
+        rows = [json.loads(line) for line in f]
+    curve = [(r["perf/run_seconds"], r["eval/accuracy"]) for r in rows if "eval/accuracy" in r]
+    row = {"config": config_name, "seed": seed, "processes": args.nproc, "out_dir": out_dir,
+           "warm_start_steps": s.get("warm_start_steps"), "warm_start_seconds": round(s.get("warm_start_seconds", 0), 1),
+           "warm_start_validation": s.get("warm_start_validation"), "start_accuracy": s["start_accuracy"],
+           "final_accuracy": s["final_accuracy"], "final_steps_accuracy": s["final_steps_accuracy"],
+           "rl_seconds": round(s["rl_seconds"], 1), "rl_train_seconds": round(s["rl_train_seconds"], 1),
+           "rl_answers_generated": s["rl_answers_generated"], "rl_samples_per_second": round(s["rl_samples_per_second"], 1),
+           "wall_seconds": round(wall, 1), "curve": [(round(t, 1), a) for t, a in curve]}
+    row.update({f"seconds_to_{t}": first_reaching(row["curve"], t) for t in TARGETS})
+    return row
 
 
-def markdown_table(rows: list) -> str:
-    lines = ["| config | processes | seeds | warm start acc | final acc | warm start s | RL s | RL samples/s | wall s |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for name, nproc in dict.fromkeys((r["config"], r["processes"]) for r in rows):
-        rs = [r for r in rows if r["config"] == name and r["processes"] == nproc]
-        med = lambda key: statistics.median(r[key] for r in rs)
-        lines.append(f"| {name} | {nproc} | {len(rs)} | {med('warm_start_accuracy'):.3f} | {med('final_accuracy'):.3f} "
-                     f"({min(r['final_accuracy'] for r in rs):.3f}-{max(r['final_accuracy'] for r in rs):.3f}) | "
-                     f"{med('warm_start_seconds'):.0f} | {med('rl_seconds'):.0f} | {med('rl_samples_per_second'):.0f} | "
-                     f"{med('wall_seconds'):.0f} |")
-    return "\n".join(lines)
+def supervised_baseline(row: dict, config_name: str, seed: int) -> dict:
+    """Supervised training from the run's warm start for its RL seconds; test accuracy at the end."""
+    config = get_config_class(config_name)(seed=seed).get_args_ready()
+    env = MathEnvironment(**config.task_args())
+    model = GPT(GPTConfig(**config.model_args()))
+    model.load_state_dict(load_snapshot(os.path.join(row["out_dir"], "warm_start.pt"))["model"])
+    optimizer = model.configure_optimizer(lr=config.sft_learning_rate, weight_decay=config.weight_decay,
+                                          betas=(config.adam_beta1, config.adam_beta2))
+    rng = np.random.default_rng(seed)
+    model.train()
+
+    def step(i: int, total: int):
+        for group in optimizer.param_groups:  # RL's schedule: 10 warmup steps, cosine decay to a tenth
+            group["lr"] = config.sft_learning_rate * lr_lambda(i, warmup_steps=10, total_steps=total, min_lr_ratio=0.1)
+        loss = supervised_loss(model, env, *env.sample_operands(config.sft_batch_size, rng), "cpu")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+
+    t0 = time.time()
+    for i in range(5):  # time a few steps (still warming up), then fix how many fit in RL's seconds
+        step(i, 10 ** 9)
+    total = max(5, int(row["rl_train_seconds"] / ((time.time() - t0) / 5)))
+    for i in range(5, total):
+        step(i, total)
+    seconds = time.time() - t0
+    a, b = env.eval_operands(config.num_eval, "test")
+    result = evaluate(model, env, a, b, DistInfo(), batch_size=config.eval_batch_size, num_mistakes=0)
+    return {"sft_steps": total, "sft_seconds": round(seconds, 1), "sft_accuracy": result.accuracy}
+
+
+def tables(rows: list) -> str:
+    end_to_end, adds = [], []
+    for config, nproc in dict.fromkeys((r["config"], r["processes"]) for r in rows):
+        rs = [r for r in rows if r["config"] == config and r["processes"] == nproc]
+        col = lambda key, fmt="{:.3f}": median_range([r[key] for r in rs], fmt)
+        end_to_end.append([config, nproc, len(rs), col("warm_start_validation"), col("start_accuracy"),
+                           col("final_accuracy"), col("final_steps_accuracy"),
+                           *[col(f"seconds_to_{t}", "{:.0f}") for t in TARGETS], col("warm_start_seconds", "{:.0f}"),
+                           col("rl_seconds", "{:.0f}"), col("rl_samples_per_second", "{:.0f}"),
+                           col("wall_seconds", "{:.0f}")])
+        if all("sft_accuracy" in r for r in rs):
+            adds.append([config, len(rs), col("start_accuracy"), col("final_accuracy"), col("sft_accuracy"),
+                         col("rl_train_seconds", "{:.0f}"), col("sft_steps", "{:.0f}")])
+    out = markdown_table(["config", "processes", "seeds", "warm start (validation)", "RL starts (test)",
+                          "final (test)", "steps all right", *[f"s to {t}" for t in TARGETS], "warm start s",
+                          "RL s", "RL samples/s", "wall s"], end_to_end)
+    if adds:
+        out += "\n\nwhat RL adds (test accuracy, median (min-max) over seeds):\n\n" + markdown_table(
+            ["config", "seeds", "warm start alone", "warm start + RL", "warm start + supervised, same seconds",
+             "RL train s", "supervised steps"], adds)
+    return out
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--configs", nargs="+", default=["AdderRLConfig", "MultiplierRLConfig"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--out_dir", default=os.path.join(REPO, "out", "benchmark"))
+    parser.add_argument("--out_dir", default=os.path.join(launch.REPO, "out", "benchmark"))
+    parser.add_argument("--plot_dir", default=os.path.join(launch.REPO, "docs"))
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides for every run")
     parser.add_argument("--nproc", type=int, default=1, help="processes per run (torchrun when above 1)")
-    parser.add_argument("--perf", action="store_true", help="measure the RL step's speed instead (rl/perf.py)")
-    parser.add_argument("--compile", action="store_true", help="with --perf: also time torch.compile (slow to compile)")
+    parser.add_argument("--what_rl_adds", action="store_true", help="also supervised training for RL's seconds")
+    parser.add_argument("--perf", action="store_true", help="measure the RL step's speed instead (rl/tools/perf.py)")
+    parser.add_argument("--compile", action="store_true", help="with --perf: also time torch.compile")
     args = parser.parse_args()
     if args.perf:
-        from rl import perf
+        from rl.tools import perf
         perf.main(args.configs, args.compile)
         return
     rows = []
     for name in args.configs:
         for seed in args.seeds:
-            rows.append(run_one(name, seed, args.out_dir, args.set, args.nproc))
-            print(json.dumps(rows[-1]), flush=True)
-    print("\nmedians over seeds (final accuracy: median (min-max)):\n" + markdown_table(rows))
+            row = run_one(name, seed, args)
+            if args.what_rl_adds:
+                row.update(supervised_baseline(row, name, seed))
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "curve"}), flush=True)
+        series = {f"seed {r['seed']}": r["curve"] for r in rows if r["config"] == name}
+        svg_lines(series, "wall seconds, warm start included", "test accuracy", f"{name}: held-out accuracy "
+                  "against wall seconds", os.path.join(args.plot_dir, f"benchmark_{name}.svg"))
+    print("\nmedian (min-max) over seeds; accuracies are greedy exact match of the final answer\n\n" + tables(rows))
 
 
 if __name__ == "__main__":

@@ -1,19 +1,21 @@
-"""Compare the RL algorithms side by side: same warm start, same budget, several seeds.
+"""Compare the RL algorithms side by side: same warm start, same budget, several seeds, both tasks.
 
-    python -m rl.compare                                         # every algorithm, both shipped configs, seeds 0 1 2
-    python -m rl.compare --configs AdderRLConfig --algorithms reinforce grpo --seeds 0 --jobs 2
+    python -m rl.tools.compare                                   # every algorithm, both shipped configs, seeds 0 1 2
+    python -m rl.tools.compare --configs AdderRLConfig --algorithms reinforce grpo --seeds 0 --jobs 2
 
 For each config, one warm start is trained (the config's own seed) and every run starts RL from
 that same file (`--init_from`). Each run is the real command, `python rl/rl_ddp.py`, evaluating
-every 25 steps. Runs go `--jobs` at a time, each with OMP_NUM_THREADS = cores / jobs, so the wall
-times are comparable with each other (not with a run that has the whole machine).
+on the test set every 25 steps. Runs go `--jobs` at a time, each with OMP_NUM_THREADS = cores /
+jobs, so their wall times are comparable with each other (not with a run that has the whole
+machine). A run folder that already holds a summary.json is reused, so an interrupted comparison
+picks up where it stopped (delete out/compare to start afresh).
 
-A run folder that already holds a summary.json is reused, so an interrupted comparison picks up
-where it stopped (delete out/compare to start afresh).
-
-Prints one JSON line per run, then a Markdown table (held-out accuracy at steps 50/100/200:
-median over seeds, with min-max), and writes a plot of median held-out accuracy against RL steps
-to docs/compare_<config>.svg.
+Per algorithm: test accuracy at steps 50/100/200 (median over seeds, with min-max); the answers
+it generated in 200 steps (dynamic sampling's refills included) and its test accuracy at the last
+evaluation within the budget of answers a one-round algorithm generates in 200 steps
+(rl_batch_size x rl_rollout_size x 200), so an algorithm that samples more is not credited for
+it; and RL wall seconds. Plots of median test accuracy against RL steps, wall seconds and answers
+generated go to docs/compare_<config>_{steps,seconds,answers}.svg.
 """
 
 import argparse
@@ -21,30 +23,22 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
+from configs import get_config_class
 from rl.algorithms import ALGORITHMS
+from rl.tools import launch
+from rl.tools.report import markdown_table, median_range, svg_lines
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECKPOINTS = (50, 100, 200)
-COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
-
-
-def run(args: list, threads: int) -> None:
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "WANDB_MODE": "disabled"}
-    proc = subprocess.run([sys.executable, "rl/rl_ddp.py", "--no_wandb", "--resume=never", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"run failed: rl/rl_ddp.py {' '.join(args)}\n{proc.stderr[-2000:]}")
 
 
 def warm_start(config: str, root: str, extra: list, threads: int) -> str:
     out = os.path.join(root, config, "warm_start_run")
     path = os.path.join(out, "warm_start.pt")
     if not os.path.exists(path):
-        run(["--config_name", config, "--rl_train_steps=0", f"--out_dir={out}", *extra], threads)
+        launch.run(["--config_name", config, "--rl_train_steps=0", f"--out_dir={out}", "--no_wandb", "--resume=never",
+                    *extra], threads=threads)
     return path
 
 
@@ -52,63 +46,56 @@ def one_run(config: str, algorithm: str, seed: int, init: str, root: str, extra:
     out = os.path.join(root, config, f"{algorithm}-seed{seed}")
     if not os.path.exists(os.path.join(out, "summary.json")):  # a finished run is reused
         shutil.rmtree(out, ignore_errors=True)
-        run(["--config_name", config, f"--rl_algorithm={algorithm}", f"--seed={seed}", f"--init_from={init}",
-             "--eval_interval=25", f"--out_dir={out}", *extra], threads)
+        launch.run(["--config_name", config, f"--rl_algorithm={algorithm}", f"--seed={seed}", f"--init_from={init}",
+                    "--eval_interval=25", f"--out_dir={out}", "--no_wandb", "--resume=never", *extra], threads=threads)
     with open(os.path.join(out, "metrics.jsonl")) as f:
-        curve = {row["step"]: row["eval/accuracy"] for row in map(json.loads, f) if "eval/accuracy" in row}
+        rows = [json.loads(line) for line in f]
+    answers, t0, curve = 0.0, rows[0]["perf/run_seconds"], []
+    for r in rows:
+        answers += r.get("train/answers_generated", 0.0)
+        if "eval/accuracy" in r:
+            curve.append({"step": r["step"], "seconds": r["perf/run_seconds"] - t0, "answers": answers,
+                          "accuracy": r["eval/accuracy"]})
     with open(os.path.join(out, "summary.json")) as f:
         summary = json.load(f)
     return {"config": config, "algorithm": algorithm, "seed": seed, "curve": curve,
-            "final_accuracy": summary["final_accuracy"], "rl_seconds": round(summary["rl_seconds"], 1)}
+            "final_accuracy": summary["final_accuracy"], "rl_seconds": round(summary["rl_seconds"], 1),
+            "answers": summary["rl_answers_generated"]}
+
+
+def at(curve: list, key: str, limit: float):
+    """Accuracy at the last evaluation with curve[key] <= limit (None if none is)."""
+    within = [p["accuracy"] for p in curve if p[key] <= limit]
+    return within[-1] if within else None
 
 
 def table(rows: list) -> str:
-    lines = ["| config | algorithm | " + " | ".join(f"acc@{s}" for s in CHECKPOINTS) + " | RL wall s |",
-             "|---|---|" + "---|" * len(CHECKPOINTS) + "---|"]
+    out = []
     for config in dict.fromkeys(r["config"] for r in rows):
+        c = get_config_class(config)()
+        budget = c.rl_batch_size * c.rl_rollout_size * 200
         for algorithm in dict.fromkeys(r["algorithm"] for r in rows):
             rs = [r for r in rows if r["config"] == config and r["algorithm"] == algorithm]
-            if not rs:
-                continue
-            cells = []
-            for s in CHECKPOINTS:
-                vals = [r["curve"][s] for r in rs if s in r["curve"]]
-                cells.append(f"{statistics.median(vals):.3f} ({min(vals):.3f}-{max(vals):.3f})" if vals else "-")
-            wall = statistics.median(r["rl_seconds"] for r in rs)
-            lines.append(f"| {config} | {algorithm} | " + " | ".join(cells) + f" | {wall:.0f} |")
-    return "\n".join(lines)
+            if rs:
+                out.append([config, algorithm, *[median_range([at(r["curve"], "step", s) for r in rs]) for s in CHECKPOINTS],
+                            median_range([r["answers"] / 1000 for r in rs], "{:.0f}"),
+                            median_range([at(r["curve"], "answers", budget) for r in rs]),
+                            median_range([r["rl_seconds"] for r in rs], "{:.0f}")])
+    return markdown_table(["config", "algorithm", *[f"acc@{s}" for s in CHECKPOINTS], "answers (k) in 200 steps",
+                           "acc at 200 one-round steps' answers", "RL wall s"], out)
 
 
-def svg_plot(rows: list, config: str, path: str):
-    """Median held-out accuracy against RL step, one line per algorithm (a hand-written SVG, so
-    no plotting library is needed)."""
-    W, H, L, R, T, B = 560, 340, 55, 130, 30, 45
-    rs = [r for r in rows if r["config"] == config]
-    steps = sorted({s for r in rs for s in r["curve"]})
-    lo = min(min(r["curve"].values()) for r in rs)
-    lo = max(0.0, min(0.9, round(lo - 0.05, 1)))
-    x = lambda s: L + (W - L - R) * s / max(steps)
-    y = lambda a: T + (H - T - B) * (1 - (a - lo) / (1 - lo))
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
-           f'<rect width="{W}" height="{H}" fill="white"/>',
-           f'<text x="{L}" y="18" font-size="14">{config}: median held-out accuracy over seeds</text>']
-    for i in range(6):
-        a = lo + (1 - lo) * i / 5
-        out.append(f'<line x1="{L}" x2="{W - R}" y1="{y(a):.1f}" y2="{y(a):.1f}" stroke="#ddd"/>')
-        out.append(f'<text x="{L - 6}" y="{y(a) + 4:.1f}" text-anchor="end">{a:.2f}</text>')
-    for s in steps[::2]:
-        out.append(f'<text x="{x(s):.1f}" y="{H - B + 16}" text-anchor="middle">{s}</text>')
-    out.append(f'<text x="{(L + W - R) / 2}" y="{H - 8}" text-anchor="middle">RL step</text>')
-    for k, algorithm in enumerate(dict.fromkeys(r["algorithm"] for r in rs)):
-        ars = [r for r in rs if r["algorithm"] == algorithm]
-        pts = [(s, statistics.median(r["curve"][s] for r in ars)) for s in steps if all(s in r["curve"] for r in ars)]
-        color = COLORS[k % len(COLORS)]
-        out.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="'
-                   + " ".join(f"{x(s):.1f},{y(a):.1f}" for s, a in pts) + '"/>')
-        out.append(f'<text x="{W - R + 8}" y="{T + 16 * k + 10}" fill="{color}">{algorithm}</text>')
-    out.append("</svg>")
-    with open(path, "w") as f:
-        f.write("\n".join(out) + "\n")
+def plots(rows: list, config: str, plot_dir: str):
+    """Median test accuracy over seeds against steps, seconds and answers generated."""
+    for key, label in (("step", "RL step"), ("seconds", "RL wall seconds"), ("answers", "answers generated")):
+        series = {}
+        for algorithm in dict.fromkeys(r["algorithm"] for r in rows if r["config"] == config):
+            curves = [r["curve"] for r in rows if r["config"] == config and r["algorithm"] == algorithm]
+            n = min(len(c) for c in curves)
+            series[algorithm] = [(statistics.median(c[i][key] for c in curves),
+                                  statistics.median(c[i]["accuracy"] for c in curves)) for i in range(n)]
+        svg_lines(series, label, "test accuracy", f"{config}: median test accuracy over seeds",
+                  os.path.join(plot_dir, f"compare_{config}_{'steps' if key == 'step' else key}.svg"))
 
 
 def main():
@@ -118,8 +105,8 @@ def main():
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time")
     parser.add_argument("--threads", type=int, default=0, help="threads per run (default: cores / jobs)")
-    parser.add_argument("--out_dir", default=os.path.join(REPO, "out", "compare"))
-    parser.add_argument("--plot_dir", default=os.path.join(REPO, "docs"))
+    parser.add_argument("--out_dir", default=os.path.join(launch.REPO, "out", "compare"))
+    parser.add_argument("--plot_dir", default=os.path.join(launch.REPO, "docs"))
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides for every run")
     args = parser.parse_args()
     threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
@@ -131,9 +118,8 @@ def main():
         with ThreadPoolExecutor(args.jobs) as pool:
             for row in pool.map(lambda job: one_run(*job), jobs):
                 rows.append(row)
-                print(json.dumps(row), flush=True)
-        os.makedirs(args.plot_dir, exist_ok=True)
-        svg_plot(rows, config, os.path.join(args.plot_dir, f"compare_{config}.svg"))
+                print(json.dumps({k: v for k, v in row.items() if k != "curve"}), flush=True)
+        plots(rows, config, args.plot_dir)
     print(f"\n{len(args.seeds)} seeds, {args.jobs} runs at a time with {threads} thread(s) each\n" + table(rows))
 
 
