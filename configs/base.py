@@ -21,11 +21,12 @@ from rl.math_reward import parse_reward_spec
 POSITIVE = ("ndigit", "num_eval", "n_layer", "n_head", "n_embed", "n_position", "sft_batch_size", "sft_eval_interval",
             "sft_save_interval", "sft_num_eval", "rl_batch_size", "rl_rollout_size", "rl_ga_steps", "eval_interval",
             "save_interval", "keep_snapshots", "max_bad_steps", "log_interval", "eval_batch_size", "learning_rate",
-            "sft_learning_rate", "rl_temperature")
+            "sft_learning_rate", "rl_temperature", "critic_learning_rate", "dpo_beta")
 NON_NEGATIVE = ("sft_max_steps", "sft_warmup_steps", "rl_train_steps", "warmup_steps", "weight_decay", "grad_clip",
-                "num_mistakes", "seed", "kl_coef", "entropy_coef", "dynamic_sampling_max_rounds")
+                "num_mistakes", "seed", "kl_coef", "entropy_coef", "dynamic_sampling_max_rounds", "value_clip")
+# in [0, 1]; the value says whether 1 itself is allowed
 UNIT_INTERVAL = {"dropout": True, "baseline_momentum": True, "min_lr_ratio": True, "sft_target_accuracy": True,
-                 "adam_beta1": False, "adam_beta2": False}  # value: whether 1 itself is allowed
+                 "adam_beta1": False, "adam_beta2": False, "gamma": True, "gae_lambda": True}
 ALGORITHM_FIELDS = tuple(next(iter(ALGORITHMS.values())))  # the settings a row of the table fixes
 
 
@@ -102,7 +103,7 @@ class BaseRLConfig:
 
     # ---- RL ----------------------------------------------------------------------------------
     rl_algorithm: str = "dapo"
-    """policy-gradient variant: dapo (measured best here), reinforce (moving-average baseline), grpo, rloo or ppo"""
+    """dapo (measured best here), reinforce (moving-average baseline), grpo, rloo, ppo, ppo_critic, dpo or rft"""
     rl_train_steps: int = 200
     """optimizer steps of RL"""
     rl_batch_size: int = 64
@@ -133,6 +134,8 @@ class BaseRLConfig:
     """PPO clips the ratio above at 1 + clip_high (DAPO's clip-higher raises it to 0.28)"""
     dynamic_sampling: Optional[bool] = None
     """drop prompt groups whose answers all got the same reward and refill with fresh prompts"""
+    objective: Optional[str] = None
+    """what the update optimises: policy_gradient, dpo (preference pairs) or rft (the right answers' likelihood)"""
     dynamic_sampling_max_rounds: int = 10
     """extra sampling rounds per step at most when refilling dropped groups (few rounds leave late batches short)"""
     kl_coef: float = 0.0
@@ -141,6 +144,16 @@ class BaseRLConfig:
     """k1 (in the reward), k2 (in the loss) or k3 (in the loss, GRPO's: the gradient of the forward KL); see README"""
     entropy_coef: float = 0.0
     """weight of the entropy bonus"""
+    gamma: float = 1.0
+    """ppo_critic: discount over an answer's tokens (1: every token answers for the final reward)"""
+    gae_lambda: float = 0.95
+    """ppo_critic: GAE's lambda, between the critic's estimate (0) and the answer's return (1)"""
+    value_clip: float = 0.2
+    """ppo_critic: the value loss clips the critic's move from its value when the answer was scored"""
+    critic_learning_rate: float = 1e-4
+    """ppo_critic: peak learning rate of the critic (the policy's schedule)"""
+    dpo_beta: float = 0.1
+    """dpo: strength of the implicit KL to the frozen starting policy (Rafailov et al.'s beta)"""
 
     # ---- optimizer ---------------------------------------------------------------------------
     learning_rate: float = 3e-4

@@ -37,7 +37,20 @@ class GPTConfig:
     def __post_init__(self):
         if self.n_embed % self.n_head != 0:
             heads = [h for h in range(1, 33) if self.n_embed % h == 0]
-            raise ValueError(f"n_embed={self.n_embed} is not divisible by n_head={self.n_head}; pick n_head among {heads}")
+            raise ValueError(f"n_embed={self.n_embed} is not divisible by n_head={self.n_head}; "
+                             f"pick n_head among {heads}")
+
+
+def configure_optimizer(module: nn.Module, *, lr: float, weight_decay: float, betas: tuple) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices and embeddings only (nanoGPT's split): biases and
+    LayerNorm gains are not decayed. The one optimizer of the warm start, of RL and of a critic."""
+    params = [p for p in module.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    # The fused kernel updates every tensor in one pass (CPU and CUDA); the per-tensor Python
+    # loop it replaces costs more than the arithmetic for a model this small.
+    fused = all(p.device.type in ("cpu", "cuda") for p in params)
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=fused)
 
 
 class KVCache:
@@ -142,18 +155,14 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def configure_optimizer(self, *, lr: float, weight_decay: float, betas: tuple) -> torch.optim.AdamW:
-        """AdamW with weight decay on matrices and embeddings only (nanoGPT's split): biases and
-        LayerNorm gains are not decayed. The one optimizer of the warm start and of RL."""
-        params = [p for p in self.parameters() if p.requires_grad]
-        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-        # The fused kernel updates every tensor in one pass (CPU and CUDA); the per-tensor Python
-        # loop it replaces costs more than the arithmetic for a model this small.
-        fused = all(p.device.type in ("cpu", "cuda") for p in params)
-        return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=fused)
+        return configure_optimizer(self, lr=lr, weight_decay=weight_decay, betas=betas)
 
     def forward(self, idx, cache: KVCache = None):
         """idx (B, T) token ids -> logits (B, T, V). With a cache, idx continues what it holds."""
+        return self.lm_head(self.hidden(idx, cache))
+
+    def hidden(self, idx, cache: KVCache = None):
+        """idx (B, T) -> the final LayerNorm's output (B, T, C), what the output head reads."""
         B, T = idx.shape
         start = cache.pos if cache is not None else 0
         if start + T > self.config.n_position:
@@ -164,7 +173,7 @@ class GPT(nn.Module):
             x = block(x, cache, layer)
         if cache is not None:
             cache.pos += T
-        return self.lm_head(self.ln_f(x))
+        return self.ln_f(x)
 
     @torch.inference_mode()
     def generate(self, idx, max_new_tokens, *, temperature=1.0, top_k=None, greedy=False, end_token=None,
@@ -215,3 +224,26 @@ class GPT(nn.Module):
                     seq = torch.cat([seq, next_token[:, None]], dim=1)
                     logits = self(seq)[:, -1, :]
         return (out, entropy) if with_entropy else out
+
+
+class Critic(nn.Module):
+    """A value function for PPO: V of every prefix, from a GPT trunk and a scalar head on its final
+    hidden state. `from_policy` starts the trunk from the policy's weights (as InstructGPT starts its
+    critic from a trained model) and the head at zero, so every value starts at 0."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.trunk = GPT(config)
+        self.value_head = nn.Linear(config.n_embed, 1)
+        nn.init.zeros_(self.value_head.weight)
+        nn.init.zeros_(self.value_head.bias)
+
+    @classmethod
+    def from_policy(cls, policy: GPT) -> "Critic":
+        critic = cls(policy.config).to(policy.wte.weight.device)
+        critic.trunk.load_state_dict(policy.state_dict())
+        return critic
+
+    def forward(self, idx):
+        """idx (B, T) -> values (B, T): V at each position, of the prefix up to and including it."""
+        return self.value_head(self.trunk.hidden(idx)).squeeze(-1)

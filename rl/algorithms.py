@@ -13,6 +13,11 @@ Sources for the formulas:
   REINFORCE++-style advantage Hu 2025, "REINFORCE++" (its global batch normalisation only)
   PPO clipped objective       Schulman et al. 2017, eq. (7)
   DAPO (clip-higher, dynamic sampling, token-level loss)  Yu et al. 2025
+  PPO with a critic, GAE      Schulman et al. 2016 (GAE), 2017 (PPO, clipped value loss in its code); Ouyang et al.
+                              2022 (InstructGPT); Huang et al. 2024, "The N+ implementation details of RLHF with PPO"
+  DPO, online DPO             Rafailov et al. 2023, eq. (7); Guo et al. 2024, "Direct language model alignment
+                              from online AI feedback"
+  rejection-sampling fine-tuning  Zelikman et al. 2022 (STaR); Dong et al. 2023 (RAFT); Gulcehre et al. 2023 (ReST)
   KL estimators k1, k2, k3    Schulman 2020, "Approximating KL Divergence" (http://joschu.net/blog/kl-approx.html)
   KL gradients                Tang & Munos 2025, "On a few pitfalls in KL divergence gradient estimation for RL"
   loss aggregation            token-mean and seq-mean-token-mean as verl's agg_loss; seq-mean-token-sum-norm
@@ -35,26 +40,42 @@ GROUP_STD_EPS = 1e-4  # TRL's GRPOTrainer: (r - mean) / (std + 1e-4)
 #       token, although its value estimates KL(pi || pi_ref)
 KL_PLACEMENT = {"k1": "reward", "k2": "loss", "k3": "loss"}
 
-# What each rl_algorithm means; a config field set explicitly overrides its entry here.
+# What each rl_algorithm means; a config field set explicitly overrides its entry here. `objective`
+# is what the update optimises: the policy gradient (with per-answer advantages, or per-token GAE
+# advantages from a learned critic), the DPO loss on preference pairs, or the log-likelihood of the
+# sampled answers that are right (rejection-sampling fine-tuning).
 ALGORITHMS = {
     # the textbook: A = r - moving average, one on-policy update per rollout
     "reinforce": dict(advantage_mode="baseline", loss_aggregation="token-mean", ppo_epochs=1, ppo_minibatches=1,
-                      clip_low=0.2, clip_high=0.2, dynamic_sampling=False),
+                      clip_low=0.2, clip_high=0.2, dynamic_sampling=False, objective="policy_gradient"),
     # GRPO as in DeepSeekMath: group z-score, per-sequence mean then batch mean (without its KL term,
     # as Dr. GRPO and DAPO; add one with kl_coef)
     "grpo": dict(advantage_mode="group_zscore", loss_aggregation="seq-mean-token-mean", ppo_epochs=1,
-                 ppo_minibatches=1, clip_low=0.2, clip_high=0.2, dynamic_sampling=False),
+                 ppo_minibatches=1, clip_low=0.2, clip_high=0.2, dynamic_sampling=False, objective="policy_gradient"),
     # RLOO: each answer's baseline is the mean reward of the other answers to its prompt
     "rloo": dict(advantage_mode="rloo", loss_aggregation="token-mean", ppo_epochs=1, ppo_minibatches=1,
-                 clip_low=0.2, clip_high=0.2, dynamic_sampling=False),
+                 clip_low=0.2, clip_high=0.2, dynamic_sampling=False, objective="policy_gradient"),
     # PPO-clip without a value network: several epochs of minibatches over each rollout, ratios
     # to the policy that sampled, asymmetric clip range
     "ppo": dict(advantage_mode="group_mean", loss_aggregation="token-mean", ppo_epochs=2, ppo_minibatches=2,
-                clip_low=0.2, clip_high=0.28, dynamic_sampling=False),
+                clip_low=0.2, clip_high=0.28, dynamic_sampling=False, objective="policy_gradient"),
     # DAPO: clip-higher, dynamic sampling (all-equal groups dropped and refilled), token-level loss
     "dapo": dict(advantage_mode="group_zscore", loss_aggregation="token-mean", ppo_epochs=1, ppo_minibatches=2,
-                 clip_low=0.2, clip_high=0.28, dynamic_sampling=True),
+                 clip_low=0.2, clip_high=0.28, dynamic_sampling=True, objective="policy_gradient"),
+    # PPO as RLHF uses it: a learned value function (a critic initialised from the warm start), GAE
+    # over the answer's tokens with the reward on its last token, whitened advantages, clipped ratio
+    # and clipped value loss, several epochs of minibatches
+    "ppo_critic": dict(advantage_mode="gae", loss_aggregation="token-mean", ppo_epochs=2, ppo_minibatches=2,
+                       clip_low=0.2, clip_high=0.2, dynamic_sampling=False, objective="policy_gradient"),
+    # online DPO: answers to the same prompt paired as chosen (higher reward) and rejected, the DPO
+    # loss against the frozen policy RL starts from
+    "dpo": dict(advantage_mode="none", loss_aggregation="token-mean", ppo_epochs=1, ppo_minibatches=1,
+                clip_low=0.2, clip_high=0.2, dynamic_sampling=False, objective="dpo"),
+    # rejection-sampling fine-tuning: the log-likelihood of the sampled answers that are exactly right
+    "rft": dict(advantage_mode="none", loss_aggregation="token-mean", ppo_epochs=1, ppo_minibatches=1,
+                clip_low=0.2, clip_high=0.2, dynamic_sampling=False, objective="rft"),
 }
+OBJECTIVES = ("policy_gradient", "dpo", "rft")
 
 
 def resolve(algorithm: str, explicit: dict, group_size: int) -> dict:
@@ -63,7 +84,8 @@ def resolve(algorithm: str, explicit: dict, group_size: int) -> dict:
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown rl_algorithm {algorithm!r}; known: {', '.join(ALGORITHMS)}")
     settings = {k: v if explicit.get(k) is None else explicit[k] for k, v in ALGORITHMS[algorithm].items()}
-    for key, known in (("advantage_mode", ADVANTAGE_MODES), ("loss_aggregation", AGGREGATIONS)):
+    for key, known in (("advantage_mode", ADVANTAGE_MODES), ("loss_aggregation", AGGREGATIONS),
+                       ("objective", OBJECTIVES)):
         if settings[key] not in known:
             raise ValueError(f"unknown {key} {settings[key]!r}; known: {', '.join(known)}")
     for key in ("ppo_epochs", "ppo_minibatches"):
@@ -72,9 +94,11 @@ def resolve(algorithm: str, explicit: dict, group_size: int) -> dict:
     for key in ("clip_low", "clip_high"):
         if not (math.isfinite(settings[key]) and settings[key] > 0):
             raise ValueError(f"{key} must be a positive finite number, got {settings[key]}")
-    if settings["advantage_mode"] in ("rloo", "group_zscore") and group_size < 2:
-        raise ValueError(f"advantage_mode={settings['advantage_mode']} compares the answers to a prompt, "
-                         f"so it needs rl_rollout_size >= 2")
+    if (settings["advantage_mode"] in ("rloo", "group_zscore") or settings["objective"] == "dpo") and group_size < 2:
+        what = "objective=dpo" if settings["objective"] == "dpo" else f"advantage_mode={settings['advantage_mode']}"
+        raise ValueError(f"{what} compares the answers to a prompt, so it needs rl_rollout_size >= 2")
+    if settings["advantage_mode"] == "gae" and settings["objective"] != "policy_gradient":
+        raise ValueError(f"advantage_mode=gae is the policy gradient's; objective={settings['objective']} takes none")
     return settings
 
 
@@ -118,6 +142,7 @@ ADVANTAGE_MODES = {
     "group_zscore": lambda r, G, stats: _group_advantages(r, G, "group_zscore"),
     "rloo": lambda r, G, stats: _group_advantages(r, G, "rloo"),
     "batch_zscore": lambda r, G, stats: _batch_zscore(r, stats["batch_mean"], stats["batch_std"]),
+    "gae": None,  # per token, from a critic's values: compute_gae
 }
 
 
@@ -133,8 +158,9 @@ def compute_advantages(rewards: torch.Tensor, group_size: int, mode: str, *, bas
       rloo          A = r_i - mean_{j != i in group} r_j = G / (G - 1) * (r_i - mean_group)
       batch_zscore  A = (r - mean_batch) / (std_batch + 1e-4)   (REINFORCE++-style; pass the global
                     batch_mean and batch_std when the batch is split across ranks)
+    (gae gives one advantage per token, from a critic: see compute_gae.)
     """
-    if mode not in ADVANTAGE_MODES:
+    if ADVANTAGE_MODES.get(mode) is None:
         raise ValueError(f"unknown advantage mode {mode!r}; known: {', '.join(ADVANTAGE_MODES)}")
     stats = {"baseline": baseline, "batch_mean": batch_mean, "batch_std": batch_std}
     return ADVANTAGE_MODES[mode](rewards, group_size, stats)
@@ -265,3 +291,104 @@ def compute_entropy(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Entropy of softmax(logits) at each masked position, 0 elsewhere. (N, A, V), (N, A) -> (N, A)."""
     logp = F.log_softmax(logits.float(), dim=-1)
     return masked(-(logp.exp() * logp).sum(dim=-1), mask)
+
+
+# ---- PPO with a critic ----------------------------------------------------------------------------
+def token_rewards(rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """An answer's reward on its last token, 0 on the others: rewards (N,), mask (N, A) -> (N, A)."""
+    last = mask.long().sum(dim=1).clamp(min=1) - 1
+    out = torch.zeros(mask.shape, dtype=rewards.dtype, device=rewards.device)
+    return out.scatter(1, last[:, None], rewards[:, None])
+
+
+def compute_gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float, lam: float):
+    """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over each answer's tokens.
+
+    rewards (N, A) the reward of each token; values (N, A) the critic's V of the state before each
+    token; mask (N, A). The answer ends after its last masked token, where V is 0. Backwards over t:
+
+        delta_t = r_t + gamma * V_{t+1} - V_t,      A_t = delta_t + gamma * lam * A_{t+1}
+
+    Returns (advantages, returns = advantages + values), both (N, A) and 0 outside the mask; the
+    returns are the critic's regression targets.
+    """
+    m = mask.to(values.dtype)
+    advantages = torch.zeros_like(values)
+    next_value = next_advantage = torch.zeros_like(values[:, 0])
+    for t in reversed(range(values.size(1))):
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
+        next_advantage = (delta + gamma * lam * next_advantage) * m[:, t]
+        next_value = values[:, t] * m[:, t]
+        advantages[:, t] = next_advantage
+    return advantages, masked(advantages + values, mask)
+
+
+def whiten(values: torch.Tensor, mask: torch.Tensor, mean: float, std: float) -> torch.Tensor:
+    """(x - mean) / (std + 1e-8) on the masked positions, 0 elsewhere; pass the batch's statistics
+    over all ranks (Huang et al. 2024: advantages are whitened over the whole batch)."""
+    return masked((values - mean) / (std + 1e-8), mask)
+
+
+def compute_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor, *,
+                       clip: float, aggregation: str = "token-mean", **norm) -> tuple:
+    """PPO's clipped value loss (the clipped objective of Schulman et al. 2017's code; Huang et al.
+    2024): per token 0.5 * max((V - R)^2, (V_old + clip(V - V_old, -clip, clip) - R)^2), reduced by
+    `aggregate`. values (N, A) under the critic being trained, old_values (N, A) when the rollout
+    was scored, returns (N, A). Returns (loss, stats) with stats = {"value_clipped": tokens where
+    the clipped term was the larger}."""
+    clipped = old_values + torch.clamp(values - old_values, -clip, clip)
+    unclipped_loss, clipped_loss = (values - returns) ** 2, (clipped - returns) ** 2
+    loss = aggregate(0.5 * torch.maximum(unclipped_loss, clipped_loss), mask, aggregation, **norm)
+    with torch.no_grad():
+        stats = {"value_clipped": (masked((clipped_loss > unclipped_loss).float(), mask)).sum()}
+    return loss, stats
+
+
+def explained_variance(predicted_sums: dict) -> float:
+    """1 - Var(R - V) / Var(R) from sums over the masked tokens of all ranks: n, sum_r, sum_r2,
+    sum_e, sum_e2 (R the returns, e = R - V). 1 is a perfect critic, 0 one no better than a constant."""
+    n = max(predicted_sums["n"], 1.0)
+    var = lambda s, s2: s2 / n - (s / n) ** 2
+    var_r = var(predicted_sums["sum_r"], predicted_sums["sum_r2"])
+    return 1.0 - var(predicted_sums["sum_e"], predicted_sums["sum_e2"]) / var_r if var_r > 0 else 0.0
+
+
+# ---- DPO --------------------------------------------------------------------------------------------
+def preference_pairs(rewards: torch.Tensor, group_size: int) -> tuple:
+    """Pairs of answers to the same prompt with different rewards: within each group of G, the
+    answers sorted by reward (highest first), the i-th paired with the i-th from the end while the
+    first's reward is higher (so a group with k right and G - k wrong answers gives min(k, G - k)
+    pairs, none when all are equal). rewards (N,) -> (chosen indices (P,), rejected indices (P,))."""
+    chosen, rejected = [], []
+    grouped = rewards.view(-1, group_size).tolist()
+    for g, group in enumerate(grouped):
+        order = sorted(range(group_size), key=lambda i: -group[i])  # stable: ties keep their order
+        for i in range(group_size // 2):
+            hi, lo = order[i], order[group_size - 1 - i]
+            if group[hi] > group[lo]:
+                chosen.append(g * group_size + hi), rejected.append(g * group_size + lo)
+    as_index = lambda x: torch.tensor(x, dtype=torch.long, device=rewards.device)
+    return as_index(chosen), as_index(rejected)
+
+
+def sequence_logprobs(logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """log pi(answer) = the sum of its tokens' log-probs over the last dimension: (..., A) -> (...)."""
+    return masked(logp, mask).sum(dim=-1)
+
+
+def dpo_loss(chosen: torch.Tensor, rejected: torch.Tensor, ref_chosen: torch.Tensor, ref_rejected: torch.Tensor,
+             beta: float, num_pairs: float = None) -> tuple:
+    """The DPO loss (Rafailov et al. 2023, eq. 7) over pairs of sequence log-probs (P,) each:
+
+        -log sigmoid(beta * [(log pi(y_w) - log pi_ref(y_w)) - (log pi(y_l) - log pi_ref(y_l))])
+
+    summed and divided by num_pairs (default P; pass the count over all ranks). The implicit
+    rewards are beta * (log pi - log pi_ref). Returns (loss, stats) with sums over the pairs:
+    "pairs", "preferred" (chosen's implicit reward above the rejected's), "chosen_reward",
+    "rejected_reward"."""
+    chosen_reward, rejected_reward = beta * (chosen - ref_chosen), beta * (rejected - ref_rejected)
+    loss = -F.logsigmoid(chosen_reward - rejected_reward).sum() / (len(chosen) if num_pairs is None else num_pairs)
+    with torch.no_grad():
+        stats = {"pairs": float(len(chosen)), "preferred": (chosen_reward > rejected_reward).sum().float(),
+                 "chosen_reward": chosen_reward.sum(), "rejected_reward": rejected_reward.sum()}
+    return loss, stats

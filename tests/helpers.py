@@ -57,17 +57,24 @@ def load(path):
 
 
 def assert_same_state(a: dict, b: dict):
-    """Model, optimizer and scheduler tensors bit for bit, and the counters."""
-    assert a["model"].keys() == b["model"].keys()
-    for name in a["model"]:
-        assert torch.equal(a["model"][name], b["model"][name]), f"model tensor {name} differs"
-    sa, sb = a["optimizer"]["state"], b["optimizer"]["state"]
-    assert sa.keys() == sb.keys()
-    for i in sa:
-        for k in sa[i]:
-            assert torch.equal(torch.as_tensor(sa[i][k]), torch.as_tensor(sb[i][k])), f"optimizer state {i}.{k} differs"
-    for key in ("scheduler", "baseline", "step", "bad_steps_in_a_row", "num_skipped_steps"):
-        assert a[key] == b[key], key
+    """Model, optimizer and scheduler tensors bit for bit (and the critic's and the reference's, when
+    there are any), and the counters."""
+    assert a.keys() == b.keys()
+    for models in ("model", "critic", "ref_model"):
+        if models in a:
+            assert a[models].keys() == b[models].keys()
+            for name in a[models]:
+                assert torch.equal(a[models][name], b[models][name]), f"{models} tensor {name} differs"
+    for optimizer in ("optimizer", "critic_optimizer"):
+        if optimizer in a:
+            sa, sb = a[optimizer]["state"], b[optimizer]["state"]
+            assert sa.keys() == sb.keys()
+            for i in sa:
+                for k in sa[i]:
+                    assert torch.equal(torch.as_tensor(sa[i][k]), torch.as_tensor(sb[i][k])), \
+                        f"{optimizer} state {i}.{k} differs"
+    for key in ("scheduler", "baseline", "step", "bad_steps_in_a_row", "num_skipped_steps", "critic_scheduler"):
+        assert a.get(key) == b.get(key), key
 
 
 def make_config(config_name="AdderRLConfig", **overrides):
@@ -88,8 +95,8 @@ def capture_gradients(trainer, on_step=None):
     def record(optimizer, args, kwargs):
         if on_step is not None:
             on_step(len(grads))
-        grads.append([p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
-                      for p in trainer.model.parameters()])
+        params = list(trainer.model.parameters()) + (list(trainer.critic_model.parameters()) if trainer.critic else [])
+        grads.append([p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params])
     trainer.optimizer.register_step_pre_hook(record)
     return grads
 

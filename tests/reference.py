@@ -77,7 +77,7 @@ def step_loss(model, config, env, batch: dict, rows: torch.Tensor) -> torch.Tens
     m = mask(generated, env.end_token)
     logits = logits_at_answer(model, prompts, generated, c.rl_temperature)
     logp = logprobs(logits, generated)
-    A = adv[:, None].expand_as(logp)
+    A = adv if adv.dim() == 2 else adv[:, None].expand_as(logp)  # per token (GAE) or per answer
     if batch["old_logp"] is None:
         per_token = -A * logp
     else:
@@ -106,3 +106,60 @@ def kl_penalised_rewards(rewards, model, ref_model, prompts, generated, config, 
     diff = (answer_logprobs(model, prompts, generated, config.rl_temperature)
             - answer_logprobs(ref_model, prompts, generated, config.rl_temperature))
     return rewards - config.kl_coef * torch.where(m, diff, torch.zeros_like(diff)).sum(dim=1)
+
+
+# ---- PPO with a critic, DPO, RFT ----------------------------------------------------------------
+def critic_values(critic, prompts, generated) -> torch.Tensor:
+    """(N, A) the critic's V of the state before each answer token (position P-1+t)."""
+    full = critic(torch.cat([prompts, generated], dim=1))
+    P, A = prompts.size(1), generated.size(1)
+    return torch.stack([full[:, P - 1 + t] for t in range(A)], dim=1)
+
+
+def gae(rewards: torch.Tensor, values: torch.Tensor, m: torch.Tensor, gamma: float, lam: float):
+    """Per row, backwards over its own tokens: the reward on the last one, V = 0 after it."""
+    adv, ret = torch.zeros_like(values), torch.zeros_like(values)
+    for i in range(len(rewards)):
+        L = int(m[i].sum())
+        running = 0.0
+        for t in reversed(range(L)):
+            next_v = values[i, t + 1].item() if t + 1 < L else 0.0
+            r = rewards[i].item() if t == L - 1 else 0.0
+            running = r + gamma * next_v - values[i, t].item() + gamma * lam * running
+            adv[i, t], ret[i, t] = running, running + values[i, t].item()
+    flat = adv[m]
+    mean, std = flat.mean(), flat.var(unbiased=False).sqrt()
+    return torch.where(m, (adv - mean) / (std + 1e-8), torch.zeros_like(adv)), ret
+
+
+def value_loss(critic, config, batch: dict, rows: torch.Tensor) -> torch.Tensor:
+    m = mask(batch["generated"][rows], batch["end_token"])
+    v = critic_values(critic, batch["prompts"][rows], batch["generated"][rows])
+    old, ret = batch["old_values"][rows], batch["returns"][rows]
+    clipped = old + torch.clamp(v - old, -config.value_clip, config.value_clip)
+    per_token = 0.5 * torch.maximum((v - ret) ** 2, (clipped - ret) ** 2)
+    return reduce(per_token, m, config.loss_aggregation)
+
+
+def pairs(rewards: torch.Tensor, G: int):
+    """Within each group: answers by reward, highest first, the i-th with the i-th from the end."""
+    chosen, rejected = [], []
+    for g in range(0, len(rewards), G):
+        r = rewards[g:g + G].tolist()
+        order = sorted(range(G), key=lambda i: -r[i])
+        for i in range(G // 2):
+            if r[order[i]] > r[order[G - 1 - i]]:
+                chosen.append(g + order[i]), rejected.append(g + order[G - 1 - i])
+    return torch.tensor(chosen, dtype=torch.long), torch.tensor(rejected, dtype=torch.long)
+
+
+def dpo_step_loss(model, ref_model, config, env, batch: dict, rows: torch.Tensor) -> torch.Tensor:
+    """The DPO loss over the pairs `rows` (indices into batch["chosen"] / batch["rejected"])."""
+    def seq_logp(m, idx, grad=True):
+        p, g = batch["prompts"][idx], batch["generated"][idx]
+        with torch.set_grad_enabled(grad):
+            lp = logprobs(logits_at_answer(m, p, g, config.rl_temperature), g)
+        return torch.where(mask(g, env.end_token), lp, torch.zeros_like(lp)).sum(dim=1)
+    c, r = batch["chosen"][rows], batch["rejected"][rows]
+    margin = (seq_logp(model, c) - seq_logp(ref_model, c, False)) - (seq_logp(model, r) - seq_logp(ref_model, r, False))
+    return -torch.log(torch.sigmoid(config.dpo_beta * margin)).sum() / len(rows)

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from rl.algorithms import (ALGORITHMS, KL_PLACEMENT, aggregate, answer_logits, answer_mask, compute_advantages,
-                           compute_entropy, compute_kl, compute_policy_loss, kl_reward_penalty, resolve,
-                           token_logprobs, update_baseline)
+                           compute_entropy, compute_gae, compute_kl, compute_policy_loss, compute_value_loss, dpo_loss,
+                           explained_variance, kl_reward_penalty, preference_pairs, resolve, sequence_logprobs,
+                           token_logprobs, token_rewards, update_baseline, whiten)
 
 R = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0])  # two prompts, G = 4 answers each
 
@@ -266,14 +267,17 @@ def test_entropy_of_uniform_and_certain_policies():
 
 # What the README's algorithm table states, pinned here: editing a row of ALGORITHMS must fail.
 README_TABLE = {
-    "reinforce": ("baseline", "token-mean", 1, 1, 0.2, 0.2, False),
-    "grpo": ("group_zscore", "seq-mean-token-mean", 1, 1, 0.2, 0.2, False),
-    "rloo": ("rloo", "token-mean", 1, 1, 0.2, 0.2, False),
-    "ppo": ("group_mean", "token-mean", 2, 2, 0.2, 0.28, False),
-    "dapo": ("group_zscore", "token-mean", 1, 2, 0.2, 0.28, True),
+    "reinforce": ("baseline", "token-mean", 1, 1, 0.2, 0.2, False, "policy_gradient"),
+    "grpo": ("group_zscore", "seq-mean-token-mean", 1, 1, 0.2, 0.2, False, "policy_gradient"),
+    "rloo": ("rloo", "token-mean", 1, 1, 0.2, 0.2, False, "policy_gradient"),
+    "ppo": ("group_mean", "token-mean", 2, 2, 0.2, 0.28, False, "policy_gradient"),
+    "dapo": ("group_zscore", "token-mean", 1, 2, 0.2, 0.28, True, "policy_gradient"),
+    "ppo_critic": ("gae", "token-mean", 2, 2, 0.2, 0.2, False, "policy_gradient"),
+    "dpo": ("none", "token-mean", 1, 1, 0.2, 0.2, False, "dpo"),
+    "rft": ("none", "token-mean", 1, 1, 0.2, 0.2, False, "rft"),
 }
 TABLE_KEYS = ("advantage_mode", "loss_aggregation", "ppo_epochs", "ppo_minibatches", "clip_low", "clip_high",
-              "dynamic_sampling")
+              "dynamic_sampling", "objective")
 
 
 def test_the_algorithm_table_says_what_the_readme_says():
@@ -286,7 +290,8 @@ def test_the_algorithm_table_says_what_the_readme_says():
 def test_explicit_settings_win_over_the_table_and_bad_ones_are_refused():
     settings = resolve("dapo", {"clip_high": 0.5, "advantage_mode": "rloo", "clip_low": None}, group_size=8)
     assert (settings["clip_high"], settings["advantage_mode"], settings["clip_low"]) == (0.5, "rloo", 0.2)
-    for explicit, message in [({}, "unknown rl_algorithm 'sarsa'; known: reinforce, grpo, rloo, ppo, dapo"),
+    for explicit, message in [({}, "unknown rl_algorithm 'sarsa'; known: reinforce, grpo, rloo, ppo, dapo, "
+                                   "ppo_critic, dpo, rft"),
                               ({"advantage_mode": "median"}, "unknown advantage_mode 'median'; known: none, baseline"),
                               ({"ppo_epochs": 0}, "ppo_epochs must be positive, got 0"),
                               ({"clip_low": -0.1}, "clip_low must be a positive finite number, got -0.1")]:
@@ -319,3 +324,88 @@ def test_masked_positions_cannot_leak_a_non_finite_value():
     loss, stats = compute_policy_loss(torch.tensor([[0.0, 100.0]]), torch.tensor([[0.0, -100.0]]),
                                       torch.tensor([-1.0]), torch.tensor([[True, False]]))
     assert math.isfinite(loss.item()) and stats["ratio_sum"].item() == 1.0
+
+
+# ---- PPO with a critic ------------------------------------------------------------------------------
+def test_the_reward_sits_on_the_answers_last_token():
+    mask = torch.tensor([[True, True, True], [True, False, False]])
+    assert torch.equal(token_rewards(torch.tensor([1.0, 0.5]), mask), torch.tensor([[0, 0, 1.0], [0.5, 0, 0]]))
+
+
+def test_gae_on_a_short_trajectory_by_hand():
+    # one answer of 3 tokens (then padding), reward 1 on the last; V = 0.5, 0.6, 0.9; gamma 0.9, lambda 0.8
+    values = torch.tensor([[0.5, 0.6, 0.9, 7.0]])  # the padded position's value must be ignored
+    mask = torch.tensor([[True, True, True, False]])
+    rewards = token_rewards(torch.tensor([1.0]), mask)
+    adv, ret = compute_gae(rewards, values, mask, gamma=0.9, lam=0.8)
+    d2 = 1.0 + 0.9 * 0.0 - 0.9  # the answer ends after its last token: V = 0 there
+    d1 = 0.0 + 0.9 * 0.9 - 0.6
+    d0 = 0.0 + 0.9 * 0.6 - 0.5
+    a2, a1 = d2, d1 + 0.9 * 0.8 * d2
+    a0 = d0 + 0.9 * 0.8 * a1
+    assert torch.allclose(adv, torch.tensor([[a0, a1, a2, 0.0]]), atol=1e-6)
+    assert torch.allclose(ret, torch.tensor([[a0 + 0.5, a1 + 0.6, a2 + 0.9, 0.0]]), atol=1e-6)
+    # gamma = lambda = 1: every advantage is the return minus the value, the return is the reward
+    adv1, ret1 = compute_gae(rewards, values, mask, gamma=1.0, lam=1.0)
+    assert torch.allclose(ret1, torch.tensor([[1.0, 1.0, 1.0, 0.0]]))
+    assert torch.allclose(adv1, torch.tensor([[0.5, 0.4, 0.1, 0.0]]), atol=1e-6)
+
+
+def test_whitening_uses_the_statistics_it_is_given_and_leaves_padding_at_zero():
+    x, m = torch.tensor([[1.0, 3.0, 100.0]]), torch.tensor([[True, True, False]])
+    assert torch.allclose(whiten(x, m, mean=2.0, std=1.0), torch.tensor([[-1.0, 1.0, 0.0]]), atol=1e-6)
+
+
+def test_clipped_value_loss_by_hand_both_ways():
+    old, ret = torch.tensor([[0.0, 0.0, 0.0]]), torch.tensor([[1.0, -1.0, 1.0]])
+    values = torch.tensor([[0.5, 0.5, 0.1]], requires_grad=True)
+    loss, stats = compute_value_loss(values, old, ret, torch.ones(1, 3, dtype=torch.bool), clip=0.2)
+    # token 1: V moved up 0.5 towards R = 1; clipped V = 0.2: (0.2-1)^2 = 0.64 > (0.5-1)^2 = 0.25 -> the
+    #   clipped term, no gradient through V; token 2: V moved away from R = -1: (0.5+1)^2 = 2.25 >
+    #   (0.2+1)^2 = 1.44 -> the unclipped term; token 3 inside the range: both equal (0.81)
+    assert math.isclose(loss.item(), 0.5 * (0.64 + 2.25 + 0.81) / 3, rel_tol=1e-6)
+    loss.backward()
+    assert torch.allclose(values.grad, torch.tensor([[0.0, (0.5 + 1) / 3, (0.1 - 1) / 3]]), atol=1e-6)
+    assert stats["value_clipped"].item() == 1
+
+
+def test_explained_variance_from_sums():
+    r, v = torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([1.0, 2.0, 3.0, 5.0])
+    e = r - v
+    sums = dict(n=4, sum_r=r.sum(), sum_r2=(r ** 2).sum(), sum_e=e.sum(), sum_e2=(e ** 2).sum())
+    assert math.isclose(explained_variance({k: float(x) for k, x in sums.items()}), 1 - e.var(unbiased=False).item()
+                        / r.var(unbiased=False).item(), rel_tol=1e-6)
+    perfect = dict(n=4, sum_r=10.0, sum_r2=30.0, sum_e=0.0, sum_e2=0.0)
+    assert explained_variance(perfect) == 1.0
+
+
+# ---- DPO --------------------------------------------------------------------------------------------
+def test_preference_pairs_match_right_with_wrong_answers_of_the_same_prompt():
+    rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0])  # G = 4
+    chosen, rejected = preference_pairs(rewards, 4)
+    # group 0: right 0, 3 / wrong 1, 2 -> 2 pairs; group 1: all right -> none; group 2: right 9 / wrong 8, 10, 11
+    assert chosen.tolist() == [0, 3, 9] and rejected.tolist() == [2, 1, 11]
+    assert (rewards[chosen] > rewards[rejected]).all()
+
+
+def test_dpo_loss_and_gradient_by_hand():
+    chosen, rejected = torch.tensor([-1.0, -2.0], requires_grad=True), torch.tensor([-1.5, -1.0], requires_grad=True)
+    ref_c, ref_r = torch.tensor([-1.2, -2.0]), torch.tensor([-1.0, -1.5])
+    beta = 0.5
+    loss, stats = dpo_loss(chosen, rejected, ref_c, ref_r, beta, num_pairs=4)
+    # implicit rewards: chosen 0.5*0.2 = 0.1 and 0; rejected 0.5*(-0.5) = -0.25 and 0.5*0.5 = 0.25
+    z = torch.tensor([0.1 + 0.25, 0.0 - 0.25])
+    assert math.isclose(loss.item(), -torch.log(torch.sigmoid(z)).sum().item() / 4, rel_tol=1e-6)
+    loss.backward()
+    # d/dchosen -log sigmoid(beta (c - r ...)) = -beta * sigmoid(-z); the rejected get the opposite
+    assert torch.allclose(chosen.grad, -beta * torch.sigmoid(-z) / 4, atol=1e-6)
+    assert torch.allclose(rejected.grad, beta * torch.sigmoid(-z) / 4, atol=1e-6)
+    assert stats["preferred"].item() == 1 and stats["pairs"] == 2
+    assert math.isclose(stats["chosen_reward"].item(), 0.1, rel_tol=1e-5)
+    assert math.isclose(stats["rejected_reward"].item(), 0.0, abs_tol=1e-6)
+
+
+def test_sequence_logprobs_sum_the_answer_up_to_its_mask():
+    logp = torch.tensor([[[-0.1, -0.2, -9.0], [-0.3, float("-inf"), -9.0]]])  # (1, 2, A): a pair
+    mask = torch.tensor([[[True, True, False], [True, False, False]]])
+    assert torch.allclose(sequence_logprobs(logp, mask), torch.tensor([[-0.3, -0.3]]))

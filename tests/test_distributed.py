@@ -12,22 +12,28 @@ from rl.algorithms import ALGORITHMS
 from rl.dist import DistInfo
 
 CASES = {name: dict(rl_algorithm=name) for name in ALGORITHMS}
+CASES["rft"].update(ndigit=1, n_embed=64, rewards="exact_match:1.0")
 CASES.update({"batch-zscore": dict(rl_algorithm="reinforce", advantage_mode="batch_zscore"),
               "kl-k1": dict(rl_algorithm="grpo", kl_coef=0.5, kl_estimator="k1"),
               "kl-k2-entropy": dict(rl_algorithm="ppo", kl_coef=0.5, kl_estimator="k2", entropy_coef=0.1)})
 STEPS = 2  # the second step has a baseline and a policy that has moved away from the KL reference
 
 
-def global_batches(case: str) -> list:
-    """(first round, batch) of each step, sampled by one process and cut to an even number of groups."""
+def global_batches(case: str) -> dict:
+    """The weights to start from, and (first round, batch) of each step, sampled by one process and cut
+    to an even number of groups."""
     trainer, out = make_trainer(**CASES[case]), []
+    if case == "rft":  # answers that are right, to imitate
+        from test_trainer import supervised
+        supervised(trainer, steps=300)
+    weights = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     G = trainer.config.rl_rollout_size
     for step in range(STEPS):
         first, batch, _ = trainer.sample(step)
         groups = len(batch) // G // 2 * 2
         out.append((first, batch.select(slice(0, groups * G))))
         trainer.train_step()  # so the next step samples from a moved policy, as a real run would
-    return out
+    return {"weights": weights, "steps": out}
 
 
 def halves(rollout, rank: int, world: int):
@@ -39,6 +45,8 @@ def interleaved_orders(trainer, num_rows: int, world: int) -> list:
     """Orders for one process such that its minibatch k is the union of the ranks' minibatch k when
     each rank takes its rows in order (see minibatch_orders)."""
     c, half = trainer.config, num_rows // world
+    if c.ppo_minibatches == 1:
+        return [torch.arange(num_rows)] * c.ppo_epochs
     chunks = [torch.tensor_split(torch.arange(half), c.ppo_minibatches) for _ in range(world)]
     order = torch.cat([torch.cat([r * half + chunks[r][k] for r in range(world)]) for k in range(c.ppo_minibatches)])
     return [order] * c.ppo_epochs
@@ -47,10 +55,11 @@ def interleaved_orders(trainer, num_rows: int, world: int) -> list:
 def run_steps(case: str, batches: list, rank: int, world: int) -> list:
     info = DistInfo(rank, rank, world, torch.device("cpu"))
     trainer = make_trainer(info=info, grad_clip=0.0, **CASES[case])
+    trainer.model.load_state_dict(batches["weights"])  # where the sampler started (warmed up for rft)
     step = {"i": 0}
 
     def sample(_):
-        first, batch = batches[step["i"]]
+        first, batch = batches["steps"][step["i"]]
         step["i"] += 1
         return halves(first, rank, world), halves(batch, rank, world), dict(rollout_seconds=0.0, reward_seconds=0.0,
                                                                            rounds=1, answers=len(first) // world)

@@ -57,10 +57,12 @@ def straight_run(tmp_path, args, torchrun=0):
 # ---- exact resume -------------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.parametrize("nproc", [0, 2])
-def test_sigkill_then_same_command_equals_uninterrupted_run(tmp_path, nproc):
-    straight = straight_run(tmp_path, KILL_ARGS, torchrun=nproc)
+@pytest.mark.parametrize("algorithm", ["dapo", "ppo_critic", "dpo"])
+def test_sigkill_then_same_command_equals_uninterrupted_run(tmp_path, nproc, algorithm):
+    args = [*KILL_ARGS, f"--rl_algorithm={algorithm}"]
+    straight = straight_run(tmp_path, args, torchrun=nproc)
     out = tmp_path / "killed"
-    args = [*KILL_ARGS, f"--out_dir={out}"]
+    args = [*args, f"--out_dir={out}"]
     proc = start(args, torchrun=nproc)
     wait_for(out / "rl_snapshot_4.pt", proc)
     kill_group(proc, signal.SIGKILL)

@@ -36,6 +36,7 @@ def reference_gradients(trainer, steps: int = 2):
 
     def sample(step):
         state["sampler"] = copy.deepcopy(trainer.model)  # the policy that samples this step
+        state["critic"] = copy.deepcopy(trainer.critic_model)  # and the critic that scores it
         state["baseline"] = trainer.baseline
         first, batch, timing = real_sample(step)
         state["first"], state["batch"] = first, batch
@@ -43,23 +44,32 @@ def reference_gradients(trainer, steps: int = 2):
     trainer.sample = sample
 
     def on_step(index):
-        c, batch, params = trainer.config, state["batch"], list(trainer.model.parameters())
+        c, params = trainer.config, trainer_parameters(trainer)
         if "data" not in state or state["data"]["step"] != trainer.step:
             state["data"] = batch_for_reference(trainer, state)
             state["first_index"] = index
-        k = index - state["first_index"]
-        order = trainer.minibatch_orders(len(batch))[k // c.ppo_minibatches]
+        k, data = index - state["first_index"], state["data"]
+        order = trainer.minibatch_orders(data["rows"])[k // c.ppo_minibatches]
         rows = torch.tensor_split(order, c.ppo_minibatches)[k % c.ppo_minibatches]
-        loss = reference.step_loss(trainer.model, c, trainer.env, state["data"], rows)
+        if c.objective == "dpo":
+            loss = reference.dpo_step_loss(trainer.model, trainer.ref_model, c, trainer.env, data, rows)
+        else:
+            loss = reference.step_loss(trainer.model, c, trainer.env, data, rows)
+        if trainer.critic is not None:
+            loss = loss + reference.value_loss(trainer.critic_model, c, data, rows)
         expected.append(list(torch.autograd.grad(loss, params, allow_unused=True)))
     grads = capture_gradients(trainer, on_step)
     for p in trainer.model.parameters():  # what a warm start could leave behind must not join the step
         p.grad = torch.randn_like(p)
     for _ in range(steps):
         trainer.train_step()
-    expected = [[torch.zeros_like(p) if g is None else g for p, g in zip(trainer.model.parameters(), step)]
+    expected = [[torch.zeros_like(p) if g is None else g for p, g in zip(trainer_parameters(trainer), step)]
                 for step in expected]
     return grads, expected
+
+
+def trainer_parameters(trainer) -> list:
+    return list(trainer.model.parameters()) + (list(trainer.critic_model.parameters()) if trainer.critic else [])
 
 
 def batch_for_reference(trainer, state):
@@ -71,12 +81,26 @@ def batch_for_reference(trainer, state):
     baseline = state["baseline"] if state["baseline"] is not None else state["first"].rewards.mean().item()
     off_policy = c.ppo_epochs * c.ppo_minibatches > 1
     T = c.rl_temperature
-    return {"step": trainer.step, "prompts": batch.prompts, "generated": batch.generated,
-            "advantages": reference.advantages(rewards, c, baseline),
+    data = {"step": trainer.step, "prompts": batch.prompts, "generated": batch.generated, "rows": len(batch),
+            "end_token": env.end_token,
+            "advantages": reference.advantages(rewards, c, baseline) if c.advantage_mode != "gae" else None,
             "old_logp": reference.answer_logprobs(state["sampler"], batch.prompts, batch.generated, T)
             if off_policy else None,
             "ref_logp": reference.answer_logprobs(trainer.ref_model, batch.prompts, batch.generated, T)
             if c.kl_coef > 0 else None}
+    if c.objective == "rft":
+        assert (batch.generated == batch.targets).all()  # only exactly right answers are trained on
+        data["advantages"] = torch.ones(len(batch))
+    if c.objective == "dpo":
+        data["chosen"], data["rejected"] = reference.pairs(rewards, c.rl_rollout_size)
+        data["rows"] = len(data["chosen"])
+    if c.advantage_mode == "gae":
+        with torch.no_grad():
+            values = reference.critic_values(state["critic"], batch.prompts, batch.generated)
+        data["advantages"], data["returns"] = reference.gae(rewards, values, reference.mask(batch.generated,
+                                                            env.end_token), c.gamma, c.gae_lambda)
+        data["old_values"] = values
+    return data
 
 
 CASES = {
@@ -92,6 +116,10 @@ CASES = {
     "kl-k1-reward": dict(rl_algorithm="grpo", kl_coef=0.5, kl_estimator="k1", learning_rate=1e-2),
     "kl-k2-loss": dict(rl_algorithm="ppo", kl_coef=0.5, kl_estimator="k2", learning_rate=1e-2),
     "kl-k3-loss": dict(rl_algorithm="dapo", kl_coef=0.5, kl_estimator="k3", learning_rate=1e-2),
+    "ppo-critic": dict(rl_algorithm="ppo_critic", gamma=0.9, gae_lambda=0.8, critic_learning_rate=1e-2),
+    "dpo": dict(rl_algorithm="dpo", dpo_beta=0.5, learning_rate=1e-2),
+    "dpo-minibatches": dict(rl_algorithm="dpo", ppo_epochs=2, ppo_minibatches=2),
+    "rft": dict(rl_algorithm="rft", rewards="exact_match:1.0,digit_match:0.1", ndigit=1, n_embed=64),
 }
 
 
@@ -100,6 +128,8 @@ def test_every_optimizer_step_takes_the_reference_gradient(case):
     """Two RL steps (the second has a baseline, a moved policy and, with KL, a reference that
     differs from it), every optimizer step of both compared with the reference's gradient."""
     trainer = make_trainer(grad_clip=0.0, **CASES[case])
+    if case == "rft":  # a policy that is sometimes right, so that there is something to keep
+        supervised(trainer, steps=300)
     grads, expected = reference_gradients(trainer, steps=2)
     c = trainer.config
     assert len(grads) == 2 * c.ppo_epochs * c.ppo_minibatches
@@ -108,19 +138,35 @@ def test_every_optimizer_step_takes_the_reference_gradient(case):
     assert any(g.abs().sum() > 0 for g in grads[-1])  # there was something to compare
 
 
-def test_update_logprobs_at_temperature_equal_the_samplers_through_the_kv_cache():
+def supervised(trainer, steps: int):
+    import numpy as np
+    from rl.warm_start import supervised_loss
+    optimizer, rng = torch.optim.Adam(trainer.model.parameters(), lr=3e-3), np.random.default_rng(0)
+    for _ in range(steps):
+        loss = supervised_loss(trainer.model, trainer.env, *trainer.env.sample_operands(64, rng), "cpu")
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    trainer.model.zero_grad(set_to_none=True)
+
+
+def test_update_logprobs_at_temperature_equal_the_samplers_through_the_kv_cache(monkeypatch):
     """The log-probs the update differentiates are those of the distribution the sampler drew from:
     the same shift (position P-1 predicts the first answer token) and the same temperature."""
     T = 2.0
     trainer = make_trainer(rl_algorithm="reinforce", rl_temperature=T, rl_ga_steps=1)
     seen = {}
-    real = trainer.micro_loss
+    real, real_logprobs = trainer.micro_loss, math_trainer.token_logprobs
 
     def spy(part, norm, **kw):
-        out = real(part, norm, **kw)
-        seen.update(sequences=part.sequences, generated=part.generated, mask=part.mask, logp=out["logp"])
-        return out
+        seen.update(sequences=part.sequences, generated=part.generated, mask=part.mask)
+        return real(part, norm, **kw)
+
+    def spy_logprobs(logits, tokens):  # what the update differentiates
+        seen["logp"] = real_logprobs(logits, tokens).detach()
+        return real_logprobs(logits, tokens)
     trainer.micro_loss = spy
+    monkeypatch.setattr(math_trainer, "token_logprobs", spy_logprobs)
     model = copy.deepcopy(trainer.model)  # the policy that samples (the step then moves the trainer's)
     trainer.train_step()
     P = trainer.env.prompt_len
@@ -278,8 +324,11 @@ def test_each_algorithm_takes_epochs_times_minibatches_optimizer_steps(algorithm
     trainer = make_trainer(rl_algorithm=algorithm)
     metrics = trainer.train_step()
     assert all(math.isfinite(v) for v in metrics.values())
-    c = trainer.config
-    assert trainer.optimizer.state_dict()["state"][0]["step"].item() == c.ppo_epochs * c.ppo_minibatches
+    c, state = trainer.config, trainer.optimizer.state_dict()["state"]
+    if algorithm == "rft":  # a random policy writes no right answer: nothing to imitate, no step
+        assert metrics["train/batch_answers"] == 0 and state == {}
+    else:
+        assert state[0]["step"].item() == c.ppo_epochs * c.ppo_minibatches
 
 
 def test_first_minibatch_ratio_comes_from_its_own_forward():
@@ -317,6 +366,23 @@ def test_ppo_ratios_stay_near_one_when_the_policy_barely_moves():
     assert metrics["train/clip_low_frac"] == metrics["train/clip_high_frac"] == 0
     moved = make_trainer(rl_algorithm="ppo", learning_rate=3e-2).train_step()
     assert moved["train/clip_low_frac"] + moved["train/clip_high_frac"] > 0.01
+
+
+def test_the_critic_starts_from_the_policy_and_learns_at_its_own_rate():
+    trainer = make_trainer(rl_algorithm="ppo_critic", critic_learning_rate=2e-3, learning_rate=5e-4, warmup_steps=4)
+    policy_before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    metrics = trainer.train_step()
+    critic = trainer.critic_model
+    for name, value in critic.trunk.state_dict().items():  # its trunk started from the policy's weights...
+        assert not torch.equal(value, policy_before[name]) or name == "lm_head.weight"  # ...and moved since
+    assert trainer.critic_optimizer.param_groups[0]["lr"] == pytest.approx(2e-3 * 2 / 4)  # warmup step 2 of 4
+    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(5e-4 * 2 / 4)
+    assert metrics["train/value_loss"] > 0 and "train/explained_variance" in metrics
+    fresh = make_trainer(rl_algorithm="ppo_critic")
+    fresh.start_models()
+    for name, value in fresh.critic_model.trunk.state_dict().items():
+        assert torch.equal(value, fresh.model.state_dict()[name])
+    assert fresh.critic_model.value_head.weight.abs().sum() == 0  # every value starts at 0
 
 
 @pytest.mark.parametrize("estimator", ["k1", "k2", "k3"])
