@@ -1,0 +1,70 @@
+"""A study of settings: run variants of a config, choose on the validation split.
+
+    python -m rl.tools.study --config AdderRLConfig --seeds 0 \
+        --variants "default:" "lr 6e-4:learning_rate=6e-4" "32 prompts:rl_batch_size=32,warmup_steps=10"
+
+Each variant is NAME:KEY=VALUE,KEY=VALUE (config overrides; none for the config as it is). Every run
+is the real command in a fresh folder out/study/<config>/<name>-seed<S>, one at a time with the
+whole machine, so their wall seconds compare. The table reports, per variant and as the median
+over seeds, what choices may look at: the wall seconds (warm start included) at which *validation*
+accuracy first reached 0.95 and 0.99 in the run's own evaluations, the final validation accuracy,
+and the warm start's validation accuracy. The test split is not read.
+"""
+
+import argparse
+import json
+import os
+import shutil
+
+from rl.tools import launch
+from rl.tools.report import first_reaching, markdown_table, median_range
+
+
+def run_variant(config: str, name: str, overrides: list, seed: int, root: str) -> dict:
+    out = os.path.join(root, config, f"{name.replace(' ', '_')}-seed{seed}")
+    if not os.path.exists(os.path.join(out, "summary.json")):  # a finished run is reused
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        launch.run(["--config_name", config, f"--seed={seed}", "--no_wandb", "--resume=never", f"--out_dir={out}",
+                    *[f"--{kv}" for kv in overrides]], log_path=os.path.join(out, "run.log"))
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        rows = [json.loads(line) for line in f]
+    with open(os.path.join(out, "summary.json")) as f:
+        summary = json.load(f)
+    curve = [(r["perf/run_seconds"], r["val/accuracy"]) for r in rows if "val/accuracy" in r]
+    return {"variant": name, "seed": seed, "overrides": overrides, "curve": curve,
+            "warm_start_validation": summary.get("warm_start_validation"), "final_validation": curve[-1][1],
+            "seconds_to_0.95": first_reaching(curve, 0.95), "seconds_to_0.99": first_reaching(curve, 0.99),
+            "total_seconds": round(summary["total_seconds"], 1)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default="AdderRLConfig")
+    parser.add_argument("--variants", nargs="+", default=["default:"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--out_dir", default=os.path.join(launch.REPO, "out", "study"))
+    args = parser.parse_args()
+    rows = []
+    for spec in args.variants:
+        name, _, settings = spec.partition(":")
+        overrides = [kv for kv in settings.split(",") if kv]
+        for seed in args.seeds:
+            rows.append(run_variant(args.config, name, overrides, seed, args.out_dir))
+            print(json.dumps({k: v for k, v in rows[-1].items() if k != "curve"}), flush=True)
+    table = []
+    for name in dict.fromkeys(r["variant"] for r in rows):
+        rs = [r for r in rows if r["variant"] == name]
+        table.append([name, " ".join(rs[0]["overrides"]) or "(the config as it is)", len(rs),
+                      median_range([r["warm_start_validation"] for r in rs]),
+                      median_range([r["seconds_to_0.95"] for r in rs], "{:.0f}"),
+                      median_range([r["seconds_to_0.99"] for r in rs], "{:.0f}"),
+                      median_range([r["final_validation"] for r in rs]),
+                      median_range([r["total_seconds"] for r in rs], "{:.0f}")])
+    print("\nvalidation split only; median (min-max) over seeds\n\n" + markdown_table(
+        ["variant", "overrides", "seeds", "warm start (val)", "s to 0.95 (val)", "s to 0.99 (val)", "final (val)",
+         "wall s"], table))
+
+
+if __name__ == "__main__":
+    main()
