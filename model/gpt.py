@@ -177,7 +177,7 @@ class GPT(nn.Module):
 
     @torch.inference_mode()
     def generate(self, idx, max_new_tokens, *, temperature=1.0, top_k=None, greedy=False, end_token=None,
-                 pad_token=None, generator=None, num_samples=1, use_cache=True, with_entropy=False):
+                 pad_token=None, generator=None, num_samples=1, use_cache=True, with_stats=False):
         """Sample `max_new_tokens` continuations of the prompts idx (B, P).
 
         Returns (B * num_samples, max_new_tokens): num_samples continuations of each prompt, those of
@@ -186,8 +186,9 @@ class GPT(nn.Module):
         Rows that have emitted `end_token` are finished: their later positions are `pad_token`.
         `greedy` takes the argmax; otherwise tokens are drawn from softmax(logits / temperature),
         restricted to the `top_k` most likely when given. `generator` makes sampling reproducible.
-        With `with_entropy`, also returns the entropy of the distribution each token was drawn from,
-        (B * num_samples, max_new_tokens): a free by-product of sampling.
+        With `with_stats`, also returns the log-probability of each drawn token and the entropy of
+        the distribution it was drawn from, each (B * num_samples, max_new_tokens): free by-products
+        of sampling (the log-probs are those of the sampling distribution, temperature included).
         The loop always runs max_new_tokens steps: a correct answer uses all of them anyway, and a
         data-dependent early exit would cost a host/device sync per token on a GPU.
         """
@@ -199,7 +200,8 @@ class GPT(nn.Module):
         seq = idx.repeat_interleave(num_samples, dim=0)  # only read without a cache
         finished = torch.zeros(B * num_samples, dtype=torch.bool, device=idx.device)
         out = torch.empty(B * num_samples, max_new_tokens, dtype=idx.dtype, device=idx.device)
-        entropy = torch.zeros(B * num_samples, max_new_tokens, device=idx.device) if with_entropy else None
+        logps = torch.zeros(B * num_samples, max_new_tokens, device=idx.device) if with_stats else None
+        entropy = torch.zeros_like(logps) if with_stats else None
         for t in range(max_new_tokens):
             if greedy:
                 next_token = logits.argmax(dim=-1)
@@ -210,7 +212,8 @@ class GPT(nn.Module):
                     logits = logits.masked_fill(logits < kth, float("-inf"))
                 logp = F.log_softmax(logits, dim=-1)
                 next_token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
-                if with_entropy:
+                if with_stats:
+                    logps[:, t] = logp.gather(1, next_token[:, None]).squeeze(1)
                     entropy[:, t] = -(logp.exp() * logp.nan_to_num(neginf=0.0)).sum(dim=-1)
             if end_token is not None:
                 if pad_token is not None:
@@ -223,7 +226,7 @@ class GPT(nn.Module):
                 else:
                     seq = torch.cat([seq, next_token[:, None]], dim=1)
                     logits = self(seq)[:, -1, :]
-        return (out, entropy) if with_entropy else out
+        return (out, logps, entropy) if with_stats else out
 
 
 class Critic(nn.Module):

@@ -83,7 +83,8 @@ class Rollout:
     prompts: torch.Tensor  # (N, P)
     targets: torch.Tensor  # (N, A)
     generated: torch.Tensor  # (N, A)
-    entropy: torch.Tensor  # (N, A) entropy of the distribution each token was drawn from
+    logp: torch.Tensor  # (N, A) log-prob of each token under the distribution it was drawn from
+    entropy: torch.Tensor  # (N, A) entropy of that distribution
     rewards: Optional[torch.Tensor] = None  # (N,) the weighted sum of the rule rewards
     components: dict = field(default_factory=dict)  # reward name -> (N,)
 
@@ -92,13 +93,13 @@ class Rollout:
 
     def select(self, index) -> "Rollout":
         """Rows `index` (bool mask, indices or a slice) of every tensor."""
-        return Rollout(self.prompts[index], self.targets[index], self.generated[index], self.entropy[index],
-                       self.rewards[index], {k: v[index] for k, v in self.components.items()})
+        return Rollout(self.prompts[index], self.targets[index], self.generated[index], self.logp[index],
+                       self.entropy[index], self.rewards[index], {k: v[index] for k, v in self.components.items()})
 
     @staticmethod
     def cat(parts: list) -> "Rollout":
         cat = lambda name: torch.cat([getattr(p, name) for p in parts])
-        return Rollout(cat("prompts"), cat("targets"), cat("generated"), cat("entropy"), cat("rewards"),
+        return Rollout(cat("prompts"), cat("targets"), cat("generated"), cat("logp"), cat("entropy"), cat("rewards"),
                        {k: torch.cat([p.components[k] for p in parts]) for k in parts[0].components})
 
 
@@ -222,13 +223,13 @@ class MathRLTrainer:
         c, env, G = self.config, self.env, self.config.rl_rollout_size
         prompts, targets = (t.to(self.info.device) for t in env.encode(*env.sample_operands(num_prompts, problems)))
         t0 = time.perf_counter()
-        generated, entropy = self.model.generate(
+        generated, logp, entropy = self.model.generate(
             prompts, env.answer_len, temperature=c.rl_temperature, end_token=env.end_token, pad_token=env.pad_token,
-            generator=generator, num_samples=G, with_entropy=True)
+            generator=generator, num_samples=G, with_stats=True)
         t1 = time.perf_counter()
         # (clone: an inference-mode tensor may not enter autograd)
         rollout = Rollout(prompts.repeat_interleave(G, dim=0), targets.repeat_interleave(G, dim=0), generated.clone(),
-                          entropy.clone())
+                          logp.clone(), entropy.clone())
         rollout.rewards, rollout.components = compute_rewards(self.reward_weights, env, rollout.targets,
                                                               rollout.generated)
         timing["rollout_seconds"] += t1 - t0
@@ -365,27 +366,16 @@ class MathRLTrainer:
         data = UpdateBatch(torch.cat([batch.prompts, batch.generated], dim=1), batch.generated,
                            answer_mask(batch.generated, self.env.end_token), targets["advantages"],
                            returns=targets.get("returns"), old_values=targets.get("old_values"))
-        orders = self.minibatch_orders(len(batch))
-        off_policy = c.ppo_epochs * c.ppo_minibatches > 1
-        if off_policy:
-            # Log-probs of the policy that sampled, for the PPO ratios. The first minibatch is
-            # updated before any optimizer step, so its ratio is exactly 1, taken from its own
-            # forward (which also fills its rows in for later epochs): only the other rows need
-            # this pass, and of those only rows the update will forward.
-            need = torch.ones(len(batch), dtype=torch.bool, device=data.mask.device)
-            need[torch.tensor_split(orders[0], c.ppo_minibatches)[0]] = False
-            if self.skip_zero_advantage:
-                need &= data.advantages != 0
-            data.old_logp = torch.zeros(data.mask.shape, device=data.mask.device)
-            if need.any():
-                data.old_logp[need] = self.policy_logprobs(self.model, data.sequences[need], data.generated[need])
+        if c.ppo_epochs * c.ppo_minibatches > 1:
+            # A rollout that feeds several optimizer steps takes PPO ratios against the policy that
+            # sampled it: the sampler's own log-probs, kept from generation, so no extra forward pass.
+            data.old_logp = batch.logp
         if self.kl_placement == "loss":
             data.ref_logp = self.policy_logprobs(self.ref_model, data.sequences, data.generated)
         sums = self.start_update()
-        for epoch, order in enumerate(orders):
-            for k, rows in enumerate(torch.tensor_split(order, c.ppo_minibatches)):
-                loss_fn = partial(self.micro_loss, own_ratio=off_policy and epoch == 0 and k == 0)
-                self.optimizer_step(data, rows, loss_fn, sums, skip_zero=self.skip_zero_advantage)
+        for order in self.minibatch_orders(len(batch)):
+            for rows in torch.tensor_split(order, c.ppo_minibatches):
+                self.optimizer_step(data, rows, self.micro_loss, sums, skip_zero=self.skip_zero_advantage)
         return sums
 
     def update_preferences(self, batch: Rollout, targets: dict) -> dict:
@@ -439,9 +429,6 @@ class MathRLTrainer:
                 # DDP averages gradients over ranks; the loss is already normalised by global counts,
                 # so scale by world_size to turn that average into the sum.
                 (out.pop("loss") * info.world_size).backward()
-            logp = out.pop("logp", None)
-            if logp is not None and len(chunk) and data.old_logp is not None:
-                data.old_logp[chunk] = logp  # the first minibatch's own ratio, kept for later epochs
             loss_sum += out.pop("total")
             for k, v in out.items():
                 sums[k] += float(v)
@@ -475,20 +462,15 @@ class MathRLTrainer:
             return torch.zeros((1, *t.shape[1:]), dtype=t.dtype, device=t.device)
         return UpdateBatch(*(blank(f.name) for f in fields(data)))
 
-    def micro_loss(self, part: UpdateBatch, norm: dict, *, own_ratio: bool) -> dict:
+    def micro_loss(self, part: UpdateBatch, norm: dict) -> dict:
         """The policy-gradient loss of one micro-batch (normalised by whole-minibatch counts), with the
-        entropy, KL and value terms that apply, and its statistics. own_ratio: the PPO ratio is taken
-        against this very forward, detached (the policy has not been updated yet in this step, so it
-        is the sampling policy: ratio exactly 1)."""
+        entropy, KL and value terms that apply, and its statistics."""
         c = self.config
         logits = answer_logits(self.policy, part.sequences, self.env.prompt_len, c.rl_temperature)  # (n, A, V)
         logp = token_logprobs(logits, part.generated)
-        old_logp = logp.detach() if own_ratio else part.old_logp
-        policy_loss, stats = compute_policy_loss(logp, old_logp, part.advantages, part.mask, clip_low=c.clip_low,
+        policy_loss, stats = compute_policy_loss(logp, part.old_logp, part.advantages, part.mask, clip_low=c.clip_low,
                                                  clip_high=c.clip_high, aggregation=c.loss_aggregation, **norm)
         out = dict(policy_loss=policy_loss.detach(), **stats)
-        if own_ratio:  # the sampling policy's log-probs of these rows, for the ratios of later epochs
-            out["logp"] = logp.detach()
         loss = policy_loss
         if c.entropy_coef > 0:
             entropy = compute_entropy(logits, part.mask)

@@ -85,17 +85,18 @@ def test_num_samples_reads_each_prompt_once_and_matches_repeated_prompts():
                        model.generate(repeated, 5, greedy=True))
 
 
-def test_entropy_is_that_of_the_distribution_each_token_was_drawn_from():
+def test_logprobs_and_entropy_are_those_of_the_distribution_each_token_was_drawn_from():
     model = make_model()
     prompts = torch.randint(0, 10, (3, 8))
-    tokens, entropy = model.generate(prompts, 4, temperature=0.7, num_samples=2, with_entropy=True,
-                                     generator=torch.Generator().manual_seed(0))
+    tokens, logp, entropy = model.generate(prompts, 4, temperature=0.7, num_samples=2, with_stats=True,
+                                           generator=torch.Generator().manual_seed(0))
     assert torch.equal(tokens, model.generate(prompts, 4, temperature=0.7, num_samples=2,
                                               generator=torch.Generator().manual_seed(0)))
     with torch.no_grad():
         logits = model(torch.cat([prompts.repeat_interleave(2, 0), tokens], 1))[:, 7:11] / 0.7
     p = torch.softmax(logits, -1)
     assert torch.allclose(entropy, -(p * torch.log(p)).sum(-1), atol=1e-5)
+    assert torch.allclose(logp, torch.log(p).gather(-1, tokens[..., None])[..., 0], atol=1e-5)
 
 
 def test_one_optimizer_decays_matrices_and_embeddings_only():

@@ -22,11 +22,11 @@ def test_forward_flops_match_pytorch_counter():
 
 def test_update_flops_count_the_extra_forwards():
     reinforce = AdderRLConfig(rl_algorithm="reinforce").get_args_ready()
-    dapo = AdderRLConfig(rl_algorithm="dapo").get_args_ready()  # 2 minibatches: old log-probs of the second
+    dapo = AdderRLConfig(rl_algorithm="dapo").get_args_ready()  # its ratios use the sampler's log-probs
     ppo = AdderRLConfig(rl_algorithm="ppo", ppo_minibatches=4).get_args_ready()
     with_kl = AdderRLConfig(rl_algorithm="dapo", kl_coef=0.1).get_args_ready()
     one = forward_flops(reinforce, reinforce.max_seq_len - 1)
     assert update_flops(reinforce, 10) == 3 * one * 10
-    assert update_flops(dapo, 10) == 3.5 * one * 10
-    assert update_flops(ppo, 10) == (2 * 3 + 0.75) * one * 10  # 2 epochs
-    assert update_flops(with_kl, 10) == 4.5 * one * 10
+    assert update_flops(dapo, 10) == 3 * one * 10
+    assert update_flops(ppo, 10) == 2 * 3 * one * 10  # 2 epochs
+    assert update_flops(with_kl, 10) == 4 * one * 10  # the reference's forward

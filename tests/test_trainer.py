@@ -13,7 +13,7 @@ from helpers import assert_grads_close, capture_gradients, make_trainer
 from model.gpt import KVCache
 from rl import math_trainer
 from rl.algorithms import ALGORITHMS, group_all_equal
-from rl.math_trainer import lr_lambda
+from rl.math_trainer import MathRLTrainer, lr_lambda
 
 
 def test_learning_rate_schedule_by_hand():
@@ -331,28 +331,26 @@ def test_each_algorithm_takes_epochs_times_minibatches_optimizer_steps(algorithm
         assert state[0]["step"].item() == c.ppo_epochs * c.ppo_minibatches
 
 
-def test_first_minibatch_ratio_comes_from_its_own_forward():
-    # Before the first optimizer step of a rollout the policy is the sampling policy, so PPO's
-    # ratio there is exactly 1, and its own forward (detached) must equal a separate pass.
-    trainer = make_trainer(rl_algorithm="ppo")
+def test_ppo_ratios_are_taken_against_the_samplers_own_logprobs():
+    """A rollout that feeds several optimizer steps keeps the log-probs the sampler drew it with:
+    they equal the update's log-probs at the sampling weights, so the first minibatch's ratios are 1."""
+    trainer = make_trainer(rl_algorithm="ppo", rl_temperature=1.3)
     _, batch, _ = trainer.sample(0)
-    sequences = torch.cat([batch.prompts, batch.generated], dim=1)
-    part = math_trainer.UpdateBatch(sequences, batch.generated, reference.mask(batch.generated, trainer.env.end_token),
-                                    torch.linspace(-1.0, 1.0, len(batch)))
-    norm = dict(num_tokens=part.mask.sum().item(), num_sequences=len(batch), max_len=trainer.env.answer_len)
-    part.old_logp = trainer.policy_logprobs(trainer.model, sequences, batch.generated)
-    results = []
-    for own in (True, False):
-        trainer.model.zero_grad()
-        out = trainer.micro_loss(part, norm, own_ratio=own)
-        out["loss"].backward()
-        results.append((out, [p.grad.clone() for p in trainer.model.parameters()]))
-    (own, own_grads), (sep, sep_grads) = results
-    assert own["ratio_sum"].item() == own["tokens"].item() == part.mask.sum().item()
-    assert own["clip_low"].item() == own["clip_high"].item() == 0
-    torch.testing.assert_close(own["loss"], sep["loss"])
-    for a, b in zip(own_grads, sep_grads):
-        torch.testing.assert_close(a, b)
+    mask = reference.mask(batch.generated, trainer.env.end_token)
+    full = reference.answer_logprobs(trainer.model, batch.prompts, batch.generated, 1.3)
+    torch.testing.assert_close(batch.logp[mask], full[mask], atol=2e-5, rtol=1e-5)
+    seen = []
+    real = trainer.micro_loss
+    trainer.micro_loss = lambda part, norm: seen.append(part.old_logp) or real(part, norm)
+    metrics = trainer.train_step()
+    assert all(old is not None for old in seen)
+    for row in torch.cat(seen):  # each row's old log-probs are the sampler's log-probs of some answer
+        assert (batch.logp == row).all(dim=1).any()
+    assert metrics["train/ratio_mean"] == pytest.approx(1.0, abs=1e-2)
+    single = make_trainer(rl_algorithm="reinforce")
+    single.micro_loss = lambda part, norm: seen.append(part.old_logp) or MathRLTrainer.micro_loss(single, part, norm)
+    single.train_step()
+    assert seen[-1] is None  # one update per rollout: on-policy, no ratio
 
 
 def test_ppo_ratios_stay_near_one_when_the_policy_barely_moves():

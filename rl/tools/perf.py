@@ -79,11 +79,9 @@ def forward_flops(config, T: int) -> float:
 
 def update_flops(config, num_sequences: int) -> float:
     """Forward + backward (3 forwards) over every sequence in each of ppo_epochs passes, plus the
-    no-grad forwards the step also makes: the sampling policy's log-probs when a rollout feeds several
-    optimizer steps (PPO ratios; every minibatch but the first, see MathRLTrainer.update), and the
-    reference policy's when there is a KL penalty."""
-    old = 1 - 1 / config.ppo_minibatches if config.ppo_epochs * config.ppo_minibatches > 1 else 0
-    passes = 3 * config.ppo_epochs + old + int(config.kl_coef > 0)
+    reference policy's no-grad forward when there is a KL penalty. (PPO ratios need no pass of
+    their own: the sampler's log-probs are kept from generation.)"""
+    passes = 3 * config.ppo_epochs + int(config.kl_coef > 0)
     return passes * forward_flops(config, config.max_seq_len - 1) * num_sequences
 
 
