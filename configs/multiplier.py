@@ -15,9 +15,13 @@ class MultiplierRLConfig(BaseRLConfig):
     num_eval: int = 2000
     """more than either held-out split has: every one of the 1,023 test and 516 validation pairs is evaluated"""
     sft_target_accuracy: float = 0.7
-    """RL starts from a policy that gets most but not all products right"""
-    sft_eval_interval: int = 10
-    """each check decodes 14 answer tokens a problem; checking every 5 steps would cost a third of the warm start"""
+    """RL starts from a policy that gets most but not all products right (at most 0.75 held-out)"""
+    sft_eval_interval: int = 5
+    """the warm start climbs about 0.05 every 10 steps here: checking every 5 stops it nearer the target"""
+    sft_num_eval: int = 600
+    """every one of the 516 validation pairs, so the stopping rule is not a noisy sample"""
+    learning_rate: float = 1e-4
+    """measured on validation: 2e-4 and 3e-4 first unlearn (0.75 -> 0.69 at step 25), 1e-4 climbs steadily"""
 
 
 @dataclass

@@ -31,6 +31,7 @@ from model.gpt import GPT, GPTConfig
 from rl.dist import DistInfo
 from rl.evaluate import evaluate
 from rl.math_env import EQUALS, MathEnvironment, operation
+from rl.tools.report import markdown_table
 from rl.warm_start import supervised_loss
 
 
@@ -95,19 +96,17 @@ def main():
     parser.add_argument("--num_eval", type=int, default=1000)
     args = parser.parse_args()
     rows = [row for layout in args.layouts for seed in args.seeds for row in curve(layout, seed, args)]
-    steps = sorted({r["step"] for r in rows})
-    print(f"\nvalidation accuracy (train in brackets), median of seeds {args.seeds}, {args.ndigit}-digit, batch "
-          f"{args.batch}, lr {args.lr}\n\n| layout | answer tokens | " + " | ".join(f"step {s}" for s in steps)
-          + " |\n|---|---|" + "---|" * len(steps))
+    steps, table = sorted({r["step"] for r in rows}), []
     for layout in args.layouts:
         cells = []
         for s in steps:
             at = [r for r in rows if r["layout"] == layout and r["step"] == s]
             cells.append(f"{statistics.median(r['validation'] for r in at):.3f} "
                          f"({statistics.median(r['train'] for r in at):.3f})")
-        tokens = next(r["answer_tokens"] for r in rows if r["layout"] == layout)
-        print(f"| {layout} | {tokens} | " + " | ".join(cells) + " |")
-
+        table.append([layout, next(r["answer_tokens"] for r in rows if r["layout"] == layout), *cells])
+    print(f"\nvalidation accuracy (train in brackets), median of seeds {args.seeds}, {args.ndigit}-digit, batch "
+          f"{args.batch}, lr {args.lr}\n\n" + markdown_table(["layout", "answer tokens", *[f"step {s}" for s in steps]],
+                                                            table))
 
 if __name__ == "__main__":
     main()
