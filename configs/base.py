@@ -92,8 +92,9 @@ class BaseRLConfig:
     """peak learning rate of the warm start (linear warmup, then constant)"""
     sft_warmup_steps: int = 50
     """warm start steps of linear learning-rate warmup"""
-    sft_target_accuracy: float = 0.4
-    """stop the warm start once greedy accuracy on the validation split reaches this, leaving RL real work"""
+    sft_target_accuracy: float = 0.5
+    """stop the warm start once validation accuracy reaches this (supervised steps climb 0.42 -> 0.58 in 10 steps
+    here, far faster than RL; RL still starts <= 0.60 held-out)"""
     sft_eval_interval: int = 5
     """warm start steps between validation checks of the stopping rule"""
     sft_num_eval: int = 250
@@ -106,8 +107,8 @@ class BaseRLConfig:
     """dapo (measured best here), reinforce (moving-average baseline), grpo, rloo, ppo, ppo_critic, dpo or rft"""
     rl_train_steps: int = 200
     """optimizer steps of RL"""
-    rl_batch_size: int = 64
-    """prompts per step (global, split across ranks)"""
+    rl_batch_size: int = 32
+    """prompts per step (global, split across ranks); 32 reached 0.99 sooner in seconds than 64 (README study)"""
     rl_rollout_size: int = 8
     """answers sampled per prompt"""
     rl_ga_steps: int = 2
@@ -136,8 +137,9 @@ class BaseRLConfig:
     """drop prompt groups whose answers all got the same reward and refill with fresh prompts"""
     objective: Optional[str] = None
     """what the update optimises: policy_gradient, dpo (preference pairs) or rft (the right answers' likelihood)"""
-    dynamic_sampling_max_rounds: int = 10
-    """extra sampling rounds per step at most when refilling dropped groups (few rounds leave late batches short)"""
+    dynamic_sampling_max_rounds: int = 2
+    """extra sampling rounds per step at most when refilling dropped groups: near 0.99 more rounds cost seconds
+    for answers that are all right anyway (late batches are short instead)"""
     kl_coef: float = 0.0
     """weight of the KL penalty to the frozen policy RL starts from; 0 keeps no reference model"""
     kl_estimator: str = "k2"
@@ -156,8 +158,8 @@ class BaseRLConfig:
     """dpo: strength of the implicit KL to the frozen starting policy (Rafailov et al.'s beta)"""
 
     # ---- optimizer ---------------------------------------------------------------------------
-    learning_rate: float = 3e-4
-    """peak learning rate of RL (the original 1e-4 measured slower; 1e-3 collapses, see README)"""
+    learning_rate: float = 6e-4
+    """peak learning rate of RL (3e-4 climbs steadily but slower; 1e-3 dips deeper first; README study)"""
     min_lr_ratio: float = 0.1
     """cosine decay ends at learning_rate * min_lr_ratio"""
     warmup_steps: int = 20
@@ -176,8 +178,8 @@ class BaseRLConfig:
     """seeds model init, problem streams and sampling; the held-out set never depends on it"""
     out_dir: str = ""
     """run folder for snapshots, warm start and metrics; empty means out/<config name>"""
-    eval_interval: int = 50
-    """RL steps between evaluations on the test and validation sets (one also runs at the start and the end)"""
+    eval_interval: int = 10
+    """RL steps between evaluations on the test and validation sets (plus one at start and end); about 1 s each"""
     save_interval: int = 50
     """RL steps between snapshots (one is also written at the end)"""
     keep_snapshots: int = 3

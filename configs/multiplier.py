@@ -22,6 +22,10 @@ class MultiplierRLConfig(BaseRLConfig):
     """every one of the 516 validation pairs, so the stopping rule is not a noisy sample"""
     learning_rate: float = 1e-4
     """measured on validation: 2e-4 and 3e-4 first unlearn (0.75 -> 0.69 at step 25), 1e-4 climbs steadily"""
+    rl_batch_size: int = 64
+    """measured: 32 prompts reached the same validation accuracy later in seconds here"""
+    eval_interval: int = 25
+    """an evaluation decodes all 1,539 held-out pairs, 14 answer tokens each: 2.7x the tokens of an adder one"""
 
 
 @dataclass

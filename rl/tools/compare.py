@@ -10,11 +10,11 @@ jobs, so their wall times are comparable with each other (not with a run that ha
 machine). A run folder that already holds a summary.json is reused, so an interrupted comparison
 picks up where it stopped (delete out/compare to start afresh).
 
-Per algorithm: test accuracy at steps 50/100/200 (median over seeds, with min-max); the answers
-it generated in 200 steps (dynamic sampling's refills included) and its test accuracy at the last
-evaluation within the budget of answers a one-round algorithm generates in 200 steps
-(rl_batch_size x rl_rollout_size x 200), so an algorithm that samples more is not credited for
-it; and RL wall seconds. Plots of median test accuracy against RL steps, wall seconds and answers
+Per algorithm: test accuracy at a quarter, half and all of the run's rl_train_steps (50/100/200 by
+default; median over seeds, with min-max); the answers it generated (dynamic sampling's refills
+included) and its test accuracy at the last evaluation within the budget of answers a one-round
+algorithm generates in the run (rl_batch_size x rl_rollout_size x rl_train_steps), so an algorithm
+that samples more is not credited for it; and RL wall seconds. Plots of median test accuracy against RL steps, wall seconds and answers
 generated go to docs/compare_<config>_{steps,seconds,answers}.svg.
 """
 
@@ -25,12 +25,9 @@ import shutil
 import statistics
 from concurrent.futures import ThreadPoolExecutor
 
-from configs import get_config_class
 from rl.algorithms import ALGORITHMS
 from rl.tools import launch
 from rl.tools.report import markdown_table, median_range, svg_lines
-
-CHECKPOINTS = (50, 100, 200)
 
 
 def warm_start(config: str, root: str, extra: list, threads: int) -> str:
@@ -58,7 +55,10 @@ def one_run(config: str, algorithm: str, seed: int, init: str, root: str, extra:
                           "accuracy": r["eval/accuracy"]})
     with open(os.path.join(out, "summary.json")) as f:
         summary = json.load(f)
-    return {"config": config, "algorithm": algorithm, "seed": seed, "curve": curve,
+    with open(os.path.join(out, "config.json")) as f:
+        c = json.load(f)
+    return {"config": config, "algorithm": algorithm, "seed": seed, "curve": curve, "steps": c["rl_train_steps"],
+            "budget": c["rl_batch_size"] * c["rl_rollout_size"] * c["rl_train_steps"],
             "final_accuracy": summary["final_accuracy"], "rl_seconds": round(summary["rl_seconds"], 1),
             "answers": summary["rl_answers_generated"]}
 
@@ -70,19 +70,18 @@ def at(curve: list, key: str, limit: float):
 
 
 def table(rows: list) -> str:
-    out = []
+    out, steps = [], rows[0]["steps"]
+    checkpoints = (steps // 4, steps // 2, steps)
     for config in dict.fromkeys(r["config"] for r in rows):
-        c = get_config_class(config)()
-        budget = c.rl_batch_size * c.rl_rollout_size * 200
         for algorithm in dict.fromkeys(r["algorithm"] for r in rows):
             rs = [r for r in rows if r["config"] == config and r["algorithm"] == algorithm]
             if rs:
-                out.append([config, algorithm, *[median_range([at(r["curve"], "step", s) for r in rs]) for s in CHECKPOINTS],
+                out.append([config, algorithm, *[median_range([at(r["curve"], "step", s) for r in rs]) for s in checkpoints],
                             median_range([r["answers"] / 1000 for r in rs], "{:.0f}"),
-                            median_range([at(r["curve"], "answers", budget) for r in rs]),
+                            median_range([at(r["curve"], "answers", r["budget"]) for r in rs]),
                             median_range([r["rl_seconds"] for r in rs], "{:.0f}")])
-    return markdown_table(["config", "algorithm", *[f"acc@{s}" for s in CHECKPOINTS], "answers (k) in 200 steps",
-                           "acc at 200 one-round steps' answers", "RL wall s"], out)
+    return markdown_table(["config", "algorithm", *[f"acc@{s}" for s in checkpoints], f"answers (k) in {steps} steps",
+                           f"acc at {steps} one-round steps' answers", "RL wall s"], out)
 
 
 def plots(rows: list, config: str, plot_dir: str):

@@ -1,6 +1,6 @@
 """A study of settings: run variants of a config, choose on the validation split.
 
-    python -m rl.tools.study --config AdderRLConfig --seeds 0 \
+    python -m rl.tools.study --config AdderRLConfig --seeds 0 --common eval_interval=10 \
         --variants "default:" "lr 6e-4:learning_rate=6e-4" "32 prompts:rl_batch_size=32,warmup_steps=10"
 
 Each variant is NAME:KEY=VALUE,KEY=VALUE (config overrides; none for the config as it is). Every run
@@ -43,19 +43,22 @@ def main():
     parser.add_argument("--config", default="AdderRLConfig")
     parser.add_argument("--variants", nargs="+", default=["default:"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--common", default="eval_interval=10",
+                        help="KEY=VALUE,... set in every variant (evaluations every 10 steps time the curve finely)")
     parser.add_argument("--out_dir", default=os.path.join(launch.REPO, "out", "study"))
     args = parser.parse_args()
     rows = []
     for spec in args.variants:
         name, _, settings = spec.partition(":")
-        overrides = [kv for kv in settings.split(",") if kv]
+        overrides = [kv for kv in f"{args.common},{settings}".split(",") if kv]
         for seed in args.seeds:
             rows.append(run_variant(args.config, name, overrides, seed, args.out_dir))
             print(json.dumps({k: v for k, v in rows[-1].items() if k != "curve"}), flush=True)
     table = []
     for name in dict.fromkeys(r["variant"] for r in rows):
         rs = [r for r in rows if r["variant"] == name]
-        table.append([name, " ".join(rs[0]["overrides"]) or "(the config as it is)", len(rs),
+        own = [kv for kv in rs[0]["overrides"] if kv not in args.common.split(",")]
+        table.append([name, " ".join(own) or "(the config as it is)", len(rs),
                       median_range([r["warm_start_validation"] for r in rs]),
                       median_range([r["seconds_to_0.95"] for r in rs], "{:.0f}"),
                       median_range([r["seconds_to_0.99"] for r in rs], "{:.0f}"),
