@@ -109,7 +109,7 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
 
 def test_bad_input_batch_not_divisible_by_the_ranks():
     env = {**script_env(), "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "3"}  # as torchrun would set them
-    assert one_line_error([], env=env) == ("error: rl_batch_size=32 is not divisible by the 3 processes; "
+    assert one_line_error([], env=env) == ("error: rl_batch_size=64 is not divisible by the 3 processes; "
                                            "use a multiple of 3")
 
 

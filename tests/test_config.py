@@ -103,7 +103,7 @@ def test_overrides_are_typed_and_win_over_debug_presets():
     (["--rewards=exact:1"], "unknown reward 'exact' in rewards='exact:1'"),
     (["--rewards=exact_match,steps"], "reward 'steps' scores the shown work, but show_work is false"),
     (["--vocab_size=20"], "vocab_size and max_seq_len are derived from the task; do not set them"),
-    (["--rl_ga_steps=3"], "rl_batch_size*rl_rollout_size=256 is not divisible by rl_ga_steps=3"),
+    (["--rl_ga_steps=3"], "rl_batch_size*rl_rollout_size=512 is not divisible by rl_ga_steps=3"),
     (["--init_from=no/such/file.pt"], "init_from='no/such/file.pt' is neither 'sft', 'scratch' nor an existing file"),
     (["--device=tpu"], "device must be 'auto', 'cpu' or 'cuda', got 'tpu'"),
     (["--debug=yes"], "--debug takes no value"),

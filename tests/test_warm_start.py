@@ -9,6 +9,7 @@ import torch
 from helpers import TINY_ARGS, assert_same_state, load, make_config, make_trainer, run
 from rl import warm_start
 from rl.dist import DistInfo
+from rl.evaluate import EvalResult
 from rl.math_env import SPLITS
 from rl.warm_start import fingerprint, init_policy
 
@@ -29,6 +30,22 @@ def test_the_warm_start_never_evaluates_a_test_problem(tmp_path, monkeypatch):
     assert len(seen) == 3  # steps 4, 8 and 12
     for splits, name in seen:
         assert name == "validation" and (splits == SPLITS.index("validation")).all() and len(splits) == 20
+
+
+def test_the_stopping_rule_checks_every_step_from_half_the_target(tmp_path, monkeypatch):
+    """Checks every sft_eval_interval steps while below half the target, then every step, and stops at
+    the first check that reaches the target."""
+    script, steps = iter([0.1, 0.3, 0.35, 0.45, 0.6, 0.9]), []
+    monkeypatch.setattr(warm_start, "evaluate", lambda *a, **kw: steps.append(len(steps)) or
+                        EvalResult(next(script), 0.0, None, 20, "validation"))
+    config = dict(SFT, sft_max_steps=50, sft_eval_interval=4, sft_target_accuracy=0.5)
+    trainer = make_trainer(out_dir=str(tmp_path), **config)
+    calls = []
+    real_step = warm_start.supervised_step
+    monkeypatch.setattr(warm_start, "supervised_step", lambda *a: calls.append(a[-1]) or real_step(*a))
+    init_policy(trainer.config, trainer.env, trainer.model, DistInfo())
+    # checks after steps 4 (0.1), 8 (0.3 >= 0.25: every step from here), 9 (0.35), 10 (0.45), 11 (0.6): stop
+    assert len(steps) == 5 and calls == list(range(11))
 
 
 @pytest.mark.slow
