@@ -1,4 +1,5 @@
-"""The analytic FLOP count behind update_mfu, checked against PyTorch's own FLOP counter.
+"""The analytic FLOP count behind update_mfu, checked against PyTorch's own FLOP counter; how the tables count a run
+that never reached a target.
 Run: python -m pytest tests/test_perf.py"""
 
 import torch
@@ -8,6 +9,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from configs.adder import AdderRLConfig
 from model.gpt import GPT, GPTConfig
 from rl.tools.perf import forward_flops, update_flops
+from rl.tools.report import median_range
 
 
 def test_forward_flops_match_pytorch_counter():
@@ -30,3 +32,10 @@ def test_update_flops_count_the_extra_forwards():
     assert update_flops(dapo, 10) == 3 * one * 10
     assert update_flops(ppo, 10) == 2 * 3 * one * 10  # 2 epochs
     assert update_flops(with_kl, 10) == 4 * one * 10  # the reference's forward
+
+
+def test_a_run_that_never_got_there_counts_as_later_than_any():
+    # seconds to a target for three seeds, one of which never reached it: the median is the later of the other two
+    assert median_range([328.9, 303.5, None], "{:.0f}") == "329 (304-never)"
+    assert median_range([300.0, None, None], "{:.0f}") == "never (300-never)"
+    assert median_range([0.25, 0.75]) == "0.500 (0.250-0.750)" and median_range([None, None]) == "-"

@@ -6,6 +6,7 @@
 """
 
 import os
+import math
 import statistics
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
@@ -17,13 +18,15 @@ def markdown_table(headers: list, rows: list) -> str:
 
 
 def median_range(values: list, fmt: str = "{:.3f}") -> str:
-    """'median (min-max)' of the values, or '-' when there are none (a run that never got there)."""
-    values = [v for v in values if v is not None]
-    if not values:
+    """'median (min-max)' of the values. None is a run that never got there: it counts as later than
+    any value, so the median or the max can be 'never'; '-' when no run has a value at all."""
+    if all(v is None for v in values):
         return "-"
+    ranked = [math.inf if v is None else v for v in values]
+    show = lambda v: "never" if v == math.inf else fmt.format(v)
     if len(values) == 1:
-        return fmt.format(values[0])
-    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+        return show(ranked[0])
+    return f"{show(statistics.median(ranked))} ({show(min(ranked))}-{show(max(ranked))})"
 
 
 def first_reaching(curve: list, target: float):
