@@ -14,8 +14,8 @@ Per algorithm: test accuracy at a quarter, half and all of the run's rl_train_st
 default; median over seeds, with min-max); the answers it generated (dynamic sampling's refills
 included) and its test accuracy at the last evaluation within the budget of answers a one-round
 algorithm generates in the run (rl_batch_size x rl_rollout_size x rl_train_steps), so an algorithm
-that samples more is not credited for it; and RL wall seconds. Plots of median test accuracy against RL steps, wall seconds and answers
-generated go to docs/compare_<config>_{steps,seconds,answers}.svg.
+that samples more is not credited for it; and RL wall seconds. Plots of median test accuracy
+against RL steps, wall seconds and answers generated go to docs/compare_<config>_{steps,seconds,answers}.svg.
 """
 
 import argparse
@@ -70,18 +70,20 @@ def at(curve: list, key: str, limit: float):
 
 
 def table(rows: list) -> str:
-    out, steps = [], rows[0]["steps"]
-    checkpoints = (steps // 4, steps // 2, steps)
+    out = []
     for config in dict.fromkeys(r["config"] for r in rows):
         for algorithm in dict.fromkeys(r["algorithm"] for r in rows):
             rs = [r for r in rows if r["config"] == config and r["algorithm"] == algorithm]
-            if rs:
-                out.append([config, algorithm, *[median_range([at(r["curve"], "step", s) for r in rs]) for s in checkpoints],
+            if rs:  # each config has its own rl_train_steps, so its own checkpoints
+                steps = rs[0]["steps"]
+                checkpoints = (steps // 4, steps // 2, steps)
+                out.append([config, algorithm, steps,
+                            *[median_range([at(r["curve"], "step", s) for r in rs]) for s in checkpoints],
                             median_range([r["answers"] / 1000 for r in rs], "{:.0f}"),
                             median_range([at(r["curve"], "answers", r["budget"]) for r in rs]),
                             median_range([r["rl_seconds"] for r in rs], "{:.0f}")])
-    return markdown_table(["config", "algorithm", *[f"acc@{s}" for s in checkpoints], f"answers (k) in {steps} steps",
-                           f"acc at {steps} one-round steps' answers", "RL wall s"], out)
+    return markdown_table(["config", "algorithm", "steps", "acc at 1/4 of steps", "acc at 1/2", "acc at the end",
+                           "answers (k)", "acc within a one-round algorithm's answers", "RL wall s"], out)
 
 
 def plots(rows: list, config: str, plot_dir: str):

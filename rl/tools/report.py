@@ -5,8 +5,8 @@
     svg_lines({"dapo": [(0, 0.4), (50, 0.9)]}, "RL step", "held-out accuracy", "title", "docs/plot.svg")
 """
 
-import os
 import math
+import os
 import statistics
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
