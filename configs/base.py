@@ -15,18 +15,22 @@ from model.gpt import GPTConfig
 from rl.algorithms import ALGORITHMS, KL_PLACEMENT, resolve
 from rl.math_env import MathEnvironment
 from rl.math_reward import parse_reward_spec
+from rl.problem_sampler import PROBLEM_SAMPLERS, PrioritizedSampler
 
 # Field checks by kind; each owner (the environment, the model, the algorithm table, the rewards)
 # checks the rest itself.
 POSITIVE = ("ndigit", "num_eval", "n_layer", "n_head", "n_embed", "n_position", "sft_batch_size", "sft_eval_interval",
             "sft_save_interval", "sft_num_eval", "rl_batch_size", "rl_rollout_size", "rl_ga_steps", "eval_interval",
             "save_interval", "keep_snapshots", "max_bad_steps", "log_interval", "eval_batch_size", "learning_rate",
+            "replay_capacity",
             "sft_learning_rate", "rl_temperature", "critic_learning_rate", "dpo_beta")
 NON_NEGATIVE = ("sft_max_steps", "sft_warmup_steps", "rl_train_steps", "warmup_steps", "weight_decay", "grad_clip",
-                "num_mistakes", "seed", "kl_coef", "entropy_coef", "dynamic_sampling_max_rounds", "value_clip")
+                "num_mistakes", "seed", "kl_coef", "entropy_coef", "dynamic_sampling_max_rounds", "value_clip",
+                "priority_floor")
 # in [0, 1]; the value says whether 1 itself is allowed
 UNIT_INTERVAL = {"dropout": True, "baseline_momentum": True, "min_lr_ratio": True, "sft_target_accuracy": True,
-                 "adam_beta1": False, "adam_beta2": False, "gamma": True, "gae_lambda": True}
+                 "adam_beta1": False, "adam_beta2": False, "gamma": True, "gae_lambda": True, "priority_decay": True,
+                 "replay_share": True}
 ALGORITHM_FIELDS = tuple(next(iter(ALGORITHMS.values())))  # the settings a row of the table fixes
 
 
@@ -137,6 +141,17 @@ class BaseRLConfig:
     """drop prompt groups whose answers all got the same reward and refill with fresh prompts"""
     objective: Optional[str] = None
     """what the update optimises: policy_gradient, dpo (preference pairs) or rft (the right answers' likelihood)"""
+    problem_sampler: str = "uniform"
+    """which training problems a step draws: uniform, prioritized (by each pair's p(1-p); splits of up to 4M ordered
+    pairs) or replay (a buffer of unsolved problems beside fresh draws; any split): rl/problem_sampler.py"""
+    priority_floor: float = 0.01
+    """prioritized: added to every pair's p(1-p) before drawing, so solved and unseen pairs stay reachable"""
+    priority_decay: float = 0.5
+    """prioritized: a pair's older answers count this much at each new group of it (forgets an older policy)"""
+    replay_share: float = 0.5
+    """replay: share of each sampling round's problems taken from the buffer; the rest are fresh uniform draws"""
+    replay_capacity: int = 4096
+    """replay: problems the buffer holds at most; past it the oldest leave first"""
     dynamic_sampling_max_rounds: int = 2
     """extra sampling rounds per step at most when refilling dropped groups: near 0.99 more rounds cost seconds
     for answers that are all right anyway (late batches are short instead)"""
@@ -225,6 +240,8 @@ class BaseRLConfig:
             settings = resolve(self.rl_algorithm, {k: getattr(self, k) for k in ALGORITHM_FIELDS},
                                self.rl_rollout_size)
             parse_reward_spec(self.rewards, self.show_work)
+            if self.problem_sampler == "prioritized":
+                PrioritizedSampler.check_fits(env)
         except ValueError as e:
             raise ConfigError(str(e)) from None
         self._check_run_settings()
@@ -253,6 +270,8 @@ class BaseRLConfig:
                 raise ConfigError(f"{key} must be in [0, 1{']' if closed else ')'}, got {value}")
 
     def _check_run_settings(self):
+        if self.problem_sampler not in PROBLEM_SAMPLERS:
+            raise ConfigError(f"unknown problem_sampler {self.problem_sampler!r}; known: {', '.join(PROBLEM_SAMPLERS)}")
         if self.kl_estimator not in KL_PLACEMENT:
             raise ConfigError(f"unknown kl_estimator {self.kl_estimator!r}; known: {', '.join(KL_PLACEMENT)}")
         if self.device not in ("auto", "cpu", "cuda"):

@@ -109,6 +109,22 @@ def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def all_gather_rows(t: torch.Tensor) -> torch.Tensor:
+    """Every rank's rows of t (n_rank, ...) concatenated in rank order, the same on every rank (t
+    itself for one process). Ranks may hold different numbers of rows."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return t
+    world = dist.get_world_size()
+    sizes = [torch.zeros(1, dtype=torch.int64, device=t.device) for _ in range(world)]
+    dist.all_gather(sizes, torch.tensor([len(t)], dtype=torch.int64, device=t.device))
+    sizes = [int(n) for n in sizes]
+    padded = torch.zeros((max(sizes), *t.shape[1:]), dtype=t.dtype, device=t.device)
+    padded[:len(t)] = t
+    parts = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(parts, padded)  # all_gather needs equal shapes: pad to the longest, then trim
+    return torch.cat([part[:n] for part, n in zip(parts, sizes)])
+
+
 def barrier():
     if dist.is_available() and dist.is_initialized():
         dist.barrier()

@@ -55,7 +55,7 @@ import time
 import warnings
 from collections import defaultdict
 from contextlib import ExitStack
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from functools import partial
 from typing import Optional
 
@@ -70,37 +70,13 @@ from rl.algorithms import (KL_PLACEMENT, aggregate, answer_logits, answer_mask, 
                            sequence_logprobs, token_logprobs, token_rewards, update_baseline, whiten)
 from rl.evaluate import EvalResult, evaluate
 from rl.math_env import MathEnvironment
-from rl.math_reward import compute_rewards, exact_match, parse_reward_spec
+from rl.math_reward import exact_match, parse_reward_spec
+from rl.problem_sampler import make_problem_sampler
+from rl.rollout import Rollout, RolloutCollector, RolloutStats
 
 
 class TrainingError(RuntimeError):
     """The run cannot go on (numbers blew up); the message says why and what to try."""
-
-
-@dataclass
-class Rollout:
-    """Answers sampled on one rank; rows i*G ... i*G+G-1 answer the same prompt."""
-    prompts: torch.Tensor  # (N, P)
-    targets: torch.Tensor  # (N, A)
-    generated: torch.Tensor  # (N, A)
-    logp: torch.Tensor  # (N, A) log-prob of each token under the distribution it was drawn from
-    entropy: torch.Tensor  # (N, A) entropy of that distribution
-    rewards: Optional[torch.Tensor] = None  # (N,) the weighted sum of the rule rewards
-    components: dict = field(default_factory=dict)  # reward name -> (N,)
-
-    def __len__(self) -> int:
-        return len(self.generated)
-
-    def select(self, index) -> "Rollout":
-        """Rows `index` (bool mask, indices or a slice) of every tensor."""
-        return Rollout(self.prompts[index], self.targets[index], self.generated[index], self.logp[index],
-                       self.entropy[index], self.rewards[index], {k: v[index] for k, v in self.components.items()})
-
-    @staticmethod
-    def cat(parts: list) -> "Rollout":
-        cat = lambda name: torch.cat([getattr(p, name) for p in parts])
-        return Rollout(cat("prompts"), cat("targets"), cat("generated"), cat("logp"), cat("entropy"), cat("rewards"),
-                       {k: torch.cat([p.components[k] for p in parts]) for k in parts[0].components})
 
 
 @dataclass
@@ -163,6 +139,8 @@ class MathRLTrainer:
         # term in the loss, or a value loss, gives it a gradient of its own, it need not be forwarded.
         self.skip_zero_advantage = (self.kl_placement != "loss" and config.entropy_coef == 0
                                     and config.advantage_mode != "gae")
+        self.problem_sampler = make_problem_sampler(config, env)  # which training problems a step draws
+        self.rollouts = RolloutCollector(config, env, self.model, self.reward_weights, self.problem_sampler, info)
         self.baseline = None  # None until the first step; then a float, identical on every rank
         self.step = 0  # RL steps taken
         self.bad_steps_in_a_row = 0  # RL steps in a row with an update skipped for non-finite numbers
@@ -205,68 +183,28 @@ class MathRLTrainer:
         t0 = time.perf_counter()
         self.model.eval()  # no dropout: the update's log-probs are the sampler's
         self.start_models()
-        first, batch, timing = self.sample(self.step)  # 1-2. sample and score
+        first, batch, sampled = self.sample(self.step)  # 1-2. draw problems, sample and score answers
+        self.observe_outcomes(sampled)  # every rank's groups teach the problem sampler, identically
         targets, stats = self.advantages(first, batch)  # 3. advantages (or pairs) and the baseline
         t_update = time.perf_counter()
         if self.config.objective == "dpo":
             update = self.update_preferences(batch, targets)  # 4. the DPO loss, its own update
         else:
             update = self.update(batch, targets)  # 4. policy (and value) loss, optimizer steps
-        timing.update(update_seconds=time.perf_counter() - t_update, step_seconds=time.perf_counter() - t0)
+        seconds = dict(update=time.perf_counter() - t_update, step=time.perf_counter() - t0)
         self.finish_step(update["skipped"])
-        return self.metrics(first, batch, stats, update, timing)  # 5.
+        return self.metrics(first, batch, stats, update, sampled, seconds)  # 5.
 
-    # ---- 1-2. sample and score ----------------------------------------------------------------
-    @torch.no_grad()
-    def sample_round(self, num_prompts: int, problems, generator, timing: dict) -> Rollout:
-        """rl_rollout_size scored answers to each of num_prompts fresh training problems."""
-        c, env, G = self.config, self.env, self.config.rl_rollout_size
-        prompts, targets = (t.to(self.info.device) for t in env.encode(*env.sample_operands(num_prompts, problems)))
-        t0 = time.perf_counter()
-        generated, logp, entropy = self.model.generate(
-            prompts, env.answer_len, temperature=c.rl_temperature, end_token=env.end_token, pad_token=env.pad_token,
-            generator=generator, num_samples=G, with_stats=True)
-        t1 = time.perf_counter()
-        # (clone: an inference-mode tensor may not enter autograd)
-        rollout = Rollout(prompts.repeat_interleave(G, dim=0), targets.repeat_interleave(G, dim=0), generated.clone(),
-                          logp.clone(), entropy.clone())
-        rollout.rewards, rollout.components = compute_rewards(self.reward_weights, env, rollout.targets,
-                                                              rollout.generated)
-        timing["rollout_seconds"] += t1 - t0
-        timing["reward_seconds"] += time.perf_counter() - t1
-        timing["rounds"] += 1
-        timing["answers"] += len(rollout)
-        return rollout
-
+    # ---- 1-2. sample and score (rl/rollout.py) ------------------------------------------------
     def sample(self, step: int):
-        """This rank's answers for `step`: the first sampling round (what the metrics describe), the
-        batch the update trains on, and the timing. With dynamic sampling, groups whose answers all
-        got the same reward are dropped and fresh prompts sampled from the same streams until the
-        batch is full or dynamic_sampling_max_rounds more rounds are spent; surplus groups are
-        discarded, and a batch the rounds could not fill stays short (see the module docstring).
-        For rft the batch is the answers that are exactly right."""
-        c, G, P = self.config, self.config.rl_rollout_size, self.local_prompts
-        problems = seeding.numpy_rng(c.seed, self.info.rank, step, seeding.PROBLEMS)
-        sampling = seeding.torch_generator(c.seed, self.info.rank, step, seeding.SAMPLING, self.info.device)
-        timing = dict(rollout_seconds=0.0, reward_seconds=0.0, rounds=0, answers=0)
-        first = batch = self.sample_round(P, problems, sampling, timing)
-        if c.dynamic_sampling:
-            kept, num_sampled, num_kept = [], 0, 0
-            while True:
-                informative = ~group_all_equal(batch.rewards, G)
-                kept.append(batch.select(informative.repeat_interleave(G)))
-                num_sampled, num_kept = num_sampled + len(informative), num_kept + int(informative.sum())
-                if num_kept >= P or timing["rounds"] > c.dynamic_sampling_max_rounds:
-                    break
-                # Late in a run most groups are all right: ask for as many prompts as the share kept
-                # so far says are needed, plus 25% (at most 4 batches' worth), so a step takes a few
-                # large sampling rounds rather than many small ones.
-                want = math.ceil(1.25 * (P - num_kept) * num_sampled / num_kept) if num_kept else 4 * P
-                batch = self.sample_round(min(want, 4 * P), problems, sampling, timing)
-            batch = Rollout.cat(kept).select(slice(0, P * G))
-        if c.objective == "rft":
-            batch = batch.select(exact_match(self.env, batch.targets, batch.generated) == 1)
-        return first, batch, timing
+        """This rank's first sampling round, the batch the update trains on, and the RolloutStats."""
+        return self.rollouts.collect(step, self.local_prompts)
+
+    def observe_outcomes(self, stats: RolloutStats):
+        """Every rank's groups of this step, in rank order, into the problem sampler: every rank
+        then holds the same selection state."""
+        keys, successes = (dist.all_gather_rows(t.to(self.info.device)).cpu().numpy() for t in stats.outcomes())
+        self.problem_sampler.observe(keys, successes, self.config.rl_rollout_size)
 
     # ---- 3. advantages ----------------------------------------------------------------------
     def advantages(self, first: Rollout, batch: Rollout):
@@ -517,20 +455,23 @@ class MathRLTrainer:
                                 f"or check the rewards")
 
     # ---- 5. metrics ---------------------------------------------------------------------------
-    def metrics(self, first: Rollout, batch: Rollout, stats: dict, update: dict, timing: dict) -> dict:
+    def metrics(self, first: Rollout, batch: Rollout, stats: dict, update: dict, sampled: RolloutStats,
+                seconds: dict) -> dict:
         """The step's metrics (README "Metrics" says what each means), summed over ranks by name."""
         G, env = self.config.rl_rollout_size, self.env
         first_mask = answer_mask(first.generated, env.end_token)
         local = {"exact": exact_match(env, first.targets, first.generated).sum(),
                  "groups_equal": group_all_equal(first.rewards, G).sum(), "groups": len(first) // G,
                  "answer_tokens": first_mask.sum(), "entropy": masked(first.entropy, first_mask).sum(),
-                 "informative": stats["informative"], "batch": len(batch), "rounds": timing["rounds"],
-                 "answers": timing["answers"], **self.kl_measured(stats, update),
+                 "informative": stats["informative"], "batch": len(batch), "rounds": sampled.rounds,
+                 "answers": sampled.answers, "drawn": sampled.drawn, "selected": sampled.selected,
+                 "estimate_sum": sampled.estimate_sum, "estimated": sampled.estimated,
+                 **self.kl_measured(stats, update),
                  "pairs_formed": stats.get("pairs", 0), "groups_paired": stats.get("groups_paired", 0),
                  **{k: update[k] for k in UPDATE_SUMS},
                  **{f"reward/{k}": v.sum() for k, v in first.components.items()}}
         s = dist.reduce_sums(local, self.info.device)
-        n, steps, seconds = stats["first_n"], max(update["optimizer_steps"], 1.0), timing["step_seconds"]
+        n, steps, step_seconds = stats["first_n"], max(update["optimizer_steps"], 1.0), seconds["step"]
         tokens = max(s["tokens"], 1.0)
         metrics = {
             "train/step": self.step,
@@ -557,12 +498,17 @@ class MathRLTrainer:
             "train/sampling_rounds": s["rounds"] / self.info.world_size,
             "train/answers_generated": s["answers"],
             "train/skipped_steps": self.num_skipped_steps,
-            "perf/samples_per_second": s["answers"] / seconds,
-            "perf/step_seconds": seconds,
-            "perf/rollout_share": timing["rollout_seconds"] / seconds,
-            "perf/reward_share": timing["reward_seconds"] / seconds,
-            "perf/update_share": timing["update_seconds"] / seconds,
+            "perf/samples_per_second": s["answers"] / step_seconds,
+            "perf/step_seconds": step_seconds,
+            "perf/rollout_share": sampled.rollout_seconds / step_seconds,
+            "perf/reward_share": sampled.reward_seconds / step_seconds,
+            "perf/update_share": seconds["update"] / step_seconds,
         }
+        if self.config.problem_sampler != "uniform":
+            metrics["select/selected_share"] = s["selected"] / max(s["drawn"], 1.0)
+            if s["estimated"]:  # (none on a first step of replay, whose buffer is still empty)
+                metrics["select/drawn_pass_rate"] = s["estimate_sum"] / s["estimated"]
+            metrics.update(self.problem_sampler.metrics())
         metrics.update(self.objective_metrics(s, stats, steps))
         metrics.update({k: v / n for k, v in s.items() if k.startswith("reward/")})
         return metrics
@@ -617,6 +563,7 @@ class MathRLTrainer:
             "step": self.step,
             "bad_steps_in_a_row": self.bad_steps_in_a_row,
             "num_skipped_steps": self.num_skipped_steps,
+            "problem_sampler": self.problem_sampler.state_dict(),
             "config_name": c.name,
             "config": c.portable_dict(),
             "model_args": c.model_args(),
@@ -634,6 +581,7 @@ class MathRLTrainer:
         self.step = snap["step"]
         self.bad_steps_in_a_row = snap["bad_steps_in_a_row"]
         self.num_skipped_steps = snap["num_skipped_steps"]
+        self.problem_sampler.load_state_dict(snap["problem_sampler"])
         if "ref_model" in snap:
             self.ref_model = frozen_copy(self.model)
             self.ref_model.load_state_dict(snap["ref_model"])

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 # purposes: a stream per kind of draw, so adding draws to one never shifts another
-PROBLEMS, SAMPLING, DROPOUT, SFT_PROBLEMS, SHUFFLE = 1, 2, 3, 4, 5
+PROBLEMS, SAMPLING, DROPOUT, SFT_PROBLEMS, SHUFFLE, SELECTION = 1, 2, 3, 4, 5, 6
 
 
 def stream_seed(seed: int, rank: int, step: int, purpose: int) -> int:

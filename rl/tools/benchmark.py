@@ -5,12 +5,22 @@
     python -m rl.tools.benchmark --what_rl_adds                   # ... and supervised training for RL's seconds
     python -m rl.tools.benchmark --configs AdderRLConfig --nproc 2   # each run under torchrun, 2 processes
     python -m rl.tools.benchmark --perf [--compile]               # step speed against this machine's matmul peak
+    python -m rl.tools.benchmark --configs MultiplierRLConfig --samplers uniform prioritized replay
+                                                                  # problem selection, side by side
 
 End to end: each run is the README's command (`python rl/rl_ddp.py --config_name NAME --seed=S
 --no_wandb`) in a fresh folder out/benchmark/<NAME>-seed<S>, so the warm start is trained, not read
 from a cache, one run at a time. From each run's metrics it reads the wall seconds, warm start
 included, at which test accuracy first reached 0.95, 0.99 and 0.995 (from the run's own
 evaluations every eval_interval steps; nothing is chosen on them), and the final accuracies.
+
+--samplers runs each config once per problem sampler (`--problem_sampler=NAME`). The runs of one
+config and seed then share one warm start: the first trains it (timed), the others start from a
+copy of it, and their seconds count the warm start's as measured when it was trained (the same
+seed gives the same warm start: tests/test_warm_start.py). Each run's result is written to
+results/benchmark/<config>-<sampler>-seed<S>.json as soon as it finishes, and a run whose file
+exists is read back instead of run again (--rerun to redo it), so an interrupted benchmark
+continues where it stopped.
 
 --what_rl_adds: after each run, the same warm start (out_dir/warm_start.pt) is trained on by
 supervised learning instead, for as many seconds as the run's RL steps took (a matched-compute
@@ -42,24 +52,50 @@ from rl.tools.report import first_reaching, markdown_table, median_range, svg_li
 from rl.warm_start import supervised_loss
 
 TARGETS = (0.95, 0.99, 0.995)
+RESULTS = os.path.join(launch.REPO, "results", "benchmark")
 
 
-def run_one(config_name: str, seed: int, args) -> dict:
-    """The README's command in a fresh folder; what it did, read from its summary and metrics."""
-    out_dir = os.path.join(args.out_dir, f"{config_name}-seed{seed}" + (f"-{args.nproc}proc" if args.nproc > 1 else ""))
+def run_name(config_name: str, sampler, seed: int, nproc: int) -> str:
+    return "-".join([config_name, *([sampler] if sampler else []), f"seed{seed}"]) + (f"-{nproc}proc" if nproc > 1 else "")
+
+
+def run_one(config_name: str, seed: int, args, sampler: str = None) -> dict:
+    """The README's command in a fresh folder; what it did, read from its summary and metrics. With a
+    sampler, the warm start of an earlier run of the same config and seed is reused (module docstring)."""
+    name = run_name(config_name, sampler, seed, args.nproc)
+    out_dir = os.path.join(args.out_dir, name)
     shutil.rmtree(out_dir, ignore_errors=True)
     os.makedirs(out_dir)
+    shared = os.path.join(args.out_dir, "warm_starts", run_name(config_name, None, seed, args.nproc) + ".pt")
+    if sampler and os.path.exists(shared):
+        shutil.copy(shared, os.path.join(out_dir, "warm_start.pt"))
     t0 = time.time()
     launch.run(["--config_name", config_name, f"--seed={seed}", "--no_wandb", f"--out_dir={out_dir}",
-                "--resume=never", *[f"--{kv}" for kv in args.set]], nproc=args.nproc,
+                "--resume=never", *([f"--problem_sampler={sampler}"] if sampler else []),
+                *[f"--{kv}" for kv in args.set]], nproc=args.nproc,
                log_path=os.path.join(out_dir, "run.log"))  # the console, to follow with tail -f
     wall = time.time() - t0
     with open(os.path.join(out_dir, "summary.json")) as f:
         s = json.load(f)
     with open(os.path.join(out_dir, "metrics.jsonl")) as f:
         rows = [json.loads(line) for line in f]
-    curve = [(r["perf/run_seconds"], r["eval/accuracy"]) for r in rows if "eval/accuracy" in r]
-    row = {"config": config_name, "seed": seed, "processes": args.nproc, "out_dir": out_dir,
+    if sampler and not s.get("warm_start_cached"):
+        os.makedirs(os.path.dirname(shared), exist_ok=True)
+        shutil.copy(os.path.join(out_dir, "warm_start.pt"), shared)
+    # a copied warm start took no time here: count the seconds it took when it was trained
+    offset = s.get("warm_start_seconds", 0.0) if s.get("warm_start_cached") else 0.0
+    wall += offset
+    curve = [(r["perf/run_seconds"] + offset, r["eval/accuracy"]) for r in rows if "eval/accuracy" in r]
+    steps = [r for r in rows if "train/answers_generated" in r]
+    last_quarter = [r for r in steps if r["train/step"] > 0.75 * s["rl_steps_run"]]
+    mean = lambda key, rs: round(float(np.mean([r[key] for r in rs])), 4) if rs else None
+    row = {"config": config_name, "sampler": sampler or "default", "seed": seed, "processes": args.nproc,
+           "out_dir": out_dir, "set": args.set,
+           "answers_per_step_last_quarter": mean("train/answers_generated", last_quarter),
+           "trained_per_step_last_quarter": mean("train/batch_answers", last_quarter),
+           "informative_share_last_quarter": mean("train/informative_share", last_quarter),
+           "informative_share": mean("train/informative_share", steps),
+           "validation_curve": [(r["step"], r["val/accuracy"]) for r in rows if "val/accuracy" in r],
            "warm_start_steps": s.get("warm_start_steps"), "warm_start_seconds": round(s.get("warm_start_seconds", 0), 1),
            "warm_start_validation": s.get("warm_start_validation"), "start_accuracy": s["start_accuracy"],
            "final_accuracy": s["final_accuracy"], "final_steps_accuracy": s["final_steps_accuracy"],
@@ -102,6 +138,22 @@ def supervised_baseline(row: dict, config_name: str, seed: int) -> dict:
     return {"sft_steps": total, "sft_seconds": round(seconds, 1), "sft_accuracy": result.accuracy}
 
 
+def sampler_table(rows: list) -> str:
+    """Problem selection side by side: median (min-max) over seeds per config and sampler."""
+    out = []
+    for config, sampler in dict.fromkeys((r["config"], r["sampler"]) for r in rows):
+        rs = [r for r in rows if r["config"] == config and r["sampler"] == sampler]
+        col = lambda key, fmt="{:.3f}": median_range([r[key] for r in rs], fmt)
+        out.append([config, sampler, len(rs), col("start_accuracy"), col("final_accuracy"),
+                    *[col(f"seconds_to_{t}", "{:.0f}") for t in TARGETS], col("wall_seconds", "{:.0f}"),
+                    col("answers_per_step_last_quarter", "{:.0f}"), col("trained_per_step_last_quarter", "{:.0f}"),
+                    col("informative_share_last_quarter", "{:.2f}"), col("informative_share", "{:.2f}")])
+    return markdown_table(["config", "sampler", "seeds", "RL starts (test)", "final (test)",
+                           *[f"s to {t}" for t in TARGETS], "wall s", "answers/step, last quarter",
+                           "trained/step, last quarter", "informative share, last quarter",
+                           "informative share, whole run"], out)
+
+
 def tables(rows: list) -> str:
     end_to_end, adds = [], []
     for config, nproc in dict.fromkeys((r["config"], r["processes"]) for r in rows):
@@ -134,12 +186,18 @@ def main():
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides for every run")
     parser.add_argument("--nproc", type=int, default=1, help="processes per run (torchrun when above 1)")
     parser.add_argument("--what_rl_adds", action="store_true", help="also supervised training for RL's seconds")
+    parser.add_argument("--samplers", nargs="+", help="run each config with each problem_sampler (one warm start "
+                        "per config and seed); results in results/benchmark/, reused unless --rerun")
+    parser.add_argument("--rerun", action="store_true", help="with --samplers: run again what results/ holds")
     parser.add_argument("--perf", action="store_true", help="measure the RL step's speed instead (rl/tools/perf.py)")
     parser.add_argument("--compile", action="store_true", help="with --perf: also time torch.compile")
     args = parser.parse_args()
     if args.perf:
         from rl.tools import perf
         perf.main(args.configs, args.compile)
+        return
+    if args.samplers:
+        compare_samplers(args)
         return
     rows = []
     for name in args.configs:
@@ -153,6 +211,43 @@ def main():
         svg_lines(series, "wall seconds, warm start included", "test accuracy", f"{name}: held-out accuracy "
                   "against wall seconds", os.path.join(args.plot_dir, f"benchmark_{name}.svg"))
     print("\nmedian (min-max) over seeds; accuracies are greedy exact match of the final answer\n\n" + tables(rows))
+
+
+def compare_samplers(args):
+    """Each config x seed x sampler, seed-major so partial results cover every sampler; each result
+    saved as it finishes, and read back instead of rerun."""
+    os.makedirs(RESULTS, exist_ok=True)
+    rows = []
+    for name in args.configs:
+        for seed in args.seeds:
+            for sampler in args.samplers:
+                path = os.path.join(RESULTS, run_name(name, sampler, seed, args.nproc) + ".json")
+                if os.path.exists(path) and not args.rerun:
+                    with open(path) as f:
+                        row = json.load(f)
+                else:
+                    row = run_one(name, seed, args, sampler)
+                    row["command"] = (f"python -m rl.tools.benchmark --configs {name} --seeds {seed} --samplers "
+                                      f"{sampler}" + (f" --set {' '.join(args.set)}" if args.set else ""))
+                    row.update(machine())
+                    with open(path, "w") as f:
+                        json.dump(row, f, indent=1)
+                rows.append(row)
+                print(json.dumps({k: v for k, v in row.items() if "curve" not in k}), flush=True)
+    print("\nmedian (min-max) over seeds; accuracies are greedy exact match of the final answer on the test split\n\n"
+          + sampler_table(rows))
+
+
+def machine() -> dict:
+    """Where a result was measured."""
+    import platform
+    import subprocess
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+                 platform.processor()) if os.path.exists("/proc/cpuinfo") else platform.processor()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=launch.REPO, capture_output=True,
+                            text=True).stdout.strip()
+    return {"cpu": model, "cores": os.cpu_count(), "threads": torch.get_num_threads(), "torch": torch.__version__,
+            "commit": commit}
 
 
 if __name__ == "__main__":

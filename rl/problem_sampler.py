@@ -1,0 +1,215 @@
+"""Problem selection: which training problems a step asks the policy about (`problem_sampler`).
+
+Why: a group of G answers to a problem the policy solves with probability p carries a learning
+signal only when it is mixed, which happens with probability 1 - p^G - (1-p)^G (G = 8: 0.57 at
+p = 0.9, 0.22 at 0.97, 0.08 at 0.99). Late in a run uniform draws therefore spend nearly every
+sample on problems already solved, and draw the few still wrong as rarely as any other. A
+problem's signal scales with p(1-p) (SPEED-RL, arXiv 2506.09016; LILO, 2502.12272), so these
+samplers remember outcomes and draw where p(1-p) is large.
+
+Each sampler is a small class:
+  draw(n, problems_rng, selection_rng, exclude)  n training problems: operands a, b (n,), and per
+        problem whether the selection state chose it and its pass-rate estimate (nan: none)
+  observe(keys, successes, G)   every group of the step on every rank, in rank order, so every rank
+        holds the same state: keys (K,) the pairs, successes (K,) how many of G answers were right
+  state_dict() / load_state_dict(state)   what a snapshot stores; metrics()   what the logs show
+
+A pair's key is a * 10^ndigit + b (ordered). Only training pairs ever enter a state: draws come
+from the training split, and observe() drops any key that is not a training pair.
+"""
+
+from collections import OrderedDict
+
+import numpy as np
+import torch
+
+from rl.math_env import ENUMERATE_LIMIT, SPLITS, MathEnvironment
+
+TRAIN = SPLITS.index("train")
+
+
+def pair_keys(env: MathEnvironment, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.asarray(a, dtype=np.int64) * 10 ** env.ndigit + np.asarray(b, dtype=np.int64)
+
+
+def key_operands(env: MathEnvironment, keys: np.ndarray):
+    return np.divmod(np.asarray(keys, dtype=np.int64), 10 ** env.ndigit)
+
+
+def training_only(env: MathEnvironment, keys: np.ndarray, successes: np.ndarray):
+    """The (keys, successes) whose pair is in the training split: nothing held out enters a state."""
+    keys, successes = np.asarray(keys, dtype=np.int64), np.asarray(successes, dtype=np.float64)
+    keep = env.split_of(*key_operands(env, keys)) == TRAIN
+    return keys[keep], successes[keep]
+
+
+class UniformSampler:
+    """Every problem uniformly from the training split (rejection from all pairs): the original
+    recipe's draws, unchanged. No state."""
+
+    def __init__(self, env: MathEnvironment):
+        self.env = env
+
+    def draw(self, n: int, problems_rng, selection_rng, exclude: np.ndarray):
+        a, b = self.env.sample_operands(n, problems_rng)
+        return a, b, np.zeros(n, dtype=bool), np.full(n, np.nan)
+
+    def observe(self, keys, successes, G: int):
+        pass
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict):
+        pass
+
+    def metrics(self) -> dict:
+        return {}
+
+
+class PrioritizedSampler:
+    """A pass-rate estimate for every training pair; pairs drawn in proportion to p(1-p) + floor.
+
+    State, per training pair i (all of them, enumerated once): discounted counts of right (s_i)
+    and wrong (f_i) answers. A group of G answers with k right updates
+        s_i <- decay * s_i + k,    f_i <- decay * f_i + (G - k).
+    The estimate is the mean of a Beta posterior whose prior is one group's worth (G answers) of
+    the population's pass rate m (the mean raw pass rate s/(s+f) over pairs seen so far; 0.5
+    before any):
+        p_i = (s_i + G * m) / (s_i + f_i + G),
+    so an unseen pair counts as a typical one, and a pair seen once is pulled towards m.
+    Why a discounted Beta posterior rather than an exponential average of pass rates: the counts
+    say how much evidence there is (a pair seen once with 8 of 8 right is not yet known to be
+    solved), and the decay forgets what an older policy did.
+    Draw: n distinct pairs, not among `exclude`, with P(i) proportional to p_i(1 - p_i) + floor;
+    the floor keeps every pair reachable, solved ones included.
+    Sources: p(1-p) as a prompt's learnability (LILO, arXiv 2502.12272; SPEED-RL 2506.09016);
+    a Beta posterior per prompt (MoPPS, 2507.04632); sampling by 1 - success rate (Kimi k1.5).
+    Memory: two float64 per training pair, for operand spaces of at most ENUMERATE_LIMIT ordered
+    pairs (2-digit multiplication: 8,472 training pairs; 3-digit addition or multiplication:
+    about 850,000, 14 MB); larger spaces use `replay`."""
+
+    def __init__(self, env: MathEnvironment, floor: float, decay: float):
+        self.check_fits(env)
+        self.env, self.floor, self.decay = env, floor, decay
+        space = 10 ** env.ndigit
+        a, b = np.divmod(np.arange(space * space, dtype=np.int64), space)
+        if env.op.ordered:
+            a, b = a[a >= b], b[a >= b]
+        train = env.split_of(a, b) == TRAIN
+        self.keys = pair_keys(env, a[train], b[train])  # sorted, since a * space + b enumerates in order
+        self.right = np.zeros(len(self.keys))
+        self.wrong = np.zeros(len(self.keys))
+        self.G = 1  # answers per group, set by the first observe(); the prior's weight
+
+    @staticmethod
+    def check_fits(env: MathEnvironment):
+        """ValueError if the task's operand space is too large to keep a statistic per pair."""
+        space = 10 ** env.ndigit
+        if space * space > ENUMERATE_LIMIT:
+            raise ValueError(f"problem_sampler=prioritized keeps a statistic per training pair, and {env.task} "
+                             f"with ndigit={env.ndigit} has {space * space:,} ordered pairs (at most "
+                             f"{ENUMERATE_LIMIT:,}); use problem_sampler=replay")
+
+    def population_rate(self) -> float:
+        seen = self.right + self.wrong > 0
+        return float((self.right[seen] / (self.right[seen] + self.wrong[seen])).mean()) if seen.any() else 0.5
+
+    def estimates(self) -> np.ndarray:
+        """(K,) each training pair's estimated pass rate, p_i above."""
+        m = self.population_rate()
+        return (self.right + self.G * m) / (self.right + self.wrong + self.G)
+
+    def weights(self, estimates: np.ndarray) -> np.ndarray:
+        return estimates * (1.0 - estimates) + self.floor
+
+    def draw(self, n: int, problems_rng, selection_rng, exclude: np.ndarray):
+        p = self.estimates()
+        w = self.weights(p)
+        w[np.searchsorted(self.keys, exclude[np.isin(exclude, self.keys)])] = 0.0
+        index = selection_rng.choice(len(self.keys), size=n, replace=False, p=w / w.sum())
+        a, b = key_operands(self.env, self.keys[index])
+        seen = self.right[index] + self.wrong[index] > 0
+        return a, b, seen, p[index]
+
+    def observe(self, keys, successes, G: int):
+        keys, successes = training_only(self.env, keys, successes)
+        self.G = G
+        # in order, so a pair seen twice in one step is updated twice, the same on every rank
+        for i, k in zip(np.searchsorted(self.keys, keys).tolist(), successes.tolist()):
+            self.right[i] = self.decay * self.right[i] + k
+            self.wrong[i] = self.decay * self.wrong[i] + (G - k)
+
+    def state_dict(self) -> dict:
+        return {"right": torch.from_numpy(self.right.copy()), "wrong": torch.from_numpy(self.wrong.copy()),
+                "G": self.G}
+
+    def load_state_dict(self, state: dict):
+        self.right, self.wrong = state["right"].numpy().copy(), state["wrong"].numpy().copy()
+        self.G = state["G"]
+
+    def metrics(self) -> dict:
+        p = self.estimates()
+        return {"select/unsolved_pairs": int((p < 0.5).sum()), "select/population_pass_rate": self.population_rate()}
+
+
+class ReplaySampler:
+    """A bounded buffer of training problems not yet solved, mixed with fresh uniform draws.
+
+    Enter: a problem whose group was mixed or all wrong (fewer than G of G right) joins the back
+    of the buffer, unless it is in it already (its last pass rate is then updated).
+    Leave: a problem whose group was all right leaves; when the buffer is over `capacity`, the
+    oldest entries leave first, so problems the policy cannot learn yet do not crowd out new ones.
+    Draw: round(share * n) problems from the buffer, uniformly without replacement among those
+    not in `exclude` (all of them if fewer are there), and the rest fresh uniform training draws.
+    For any split size: the buffer holds at most `capacity` keys, whatever the split.
+    Sources: the probe in the problem-selection review (half the prompts from a buffer of
+    4,096); replaying prompts by their recent outcomes, as GRESO (arXiv 2506.02177) skips those
+    whose recent groups were all equal and Kimi k1.5 (2501.12599) favours low success rates."""
+
+    def __init__(self, env: MathEnvironment, share: float, capacity: int):
+        self.env, self.share, self.capacity = env, share, capacity
+        self.buffer = OrderedDict()  # key -> pass rate of its last group, oldest first
+
+    def draw(self, n: int, problems_rng, selection_rng, exclude: np.ndarray):
+        excluded = set(exclude.tolist())
+        candidates = np.fromiter((k for k in self.buffer if k not in excluded), dtype=np.int64)
+        take = min(int(round(self.share * n)), len(candidates))
+        chosen = selection_rng.choice(candidates, size=take, replace=False) if take else candidates[:0]
+        a_old, b_old = key_operands(self.env, chosen)
+        a_new, b_new = self.env.sample_operands(n - take, problems_rng)
+        estimates = np.array([self.buffer[k] for k in chosen.tolist()] + [np.nan] * (n - take))
+        selected = np.arange(n) < take
+        return np.concatenate([a_old, a_new]), np.concatenate([b_old, b_new]), selected, estimates
+
+    def observe(self, keys, successes, G: int):
+        keys, successes = training_only(self.env, keys, successes)
+        for key, k in zip(keys.tolist(), successes.tolist()):
+            if k == G:
+                self.buffer.pop(key, None)
+            else:
+                self.buffer[key] = k / G  # a key already in keeps its place: age counts from entry
+        while len(self.buffer) > self.capacity:
+            self.buffer.popitem(last=False)
+
+    def state_dict(self) -> dict:
+        return {"keys": torch.tensor(list(self.buffer), dtype=torch.int64),
+                "pass_rates": torch.tensor(list(self.buffer.values()), dtype=torch.float64)}
+
+    def load_state_dict(self, state: dict):
+        self.buffer = OrderedDict(zip(state["keys"].tolist(), state["pass_rates"].tolist()))
+
+    def metrics(self) -> dict:
+        return {"select/replay_size": len(self.buffer)}
+
+
+def make_problem_sampler(config, env: MathEnvironment):
+    """The sampler `config.problem_sampler` names, with its settings."""
+    if config.problem_sampler == "prioritized":
+        return PrioritizedSampler(env, config.priority_floor, config.priority_decay)
+    if config.problem_sampler == "replay":
+        return ReplaySampler(env, config.replay_share, config.replay_capacity)
+    return UniformSampler(env)
+
+
+PROBLEM_SAMPLERS = ("uniform", "prioritized", "replay")

@@ -1,0 +1,168 @@
+"""Rollouts: the training problems a step draws, the answers sampled to them, their rewards, and
+dynamic sampling's refill rounds, up to the batch the update trains on.
+
+One step on one rank (`RolloutCollector.collect`):
+  1. Draw num_prompts training problems from the problem sampler (rl/problem_sampler.py: uniform,
+     prioritized or replay), sample rl_rollout_size = G answers to each at rl_temperature, and
+     score them with the configured rule rewards. That first round is what the step's metrics
+     describe.
+  2. Dynamic sampling (DAPO): groups whose answers all got the same reward carry no signal, so
+     they are dropped and more problems drawn, in rounds sized by `refill_size`, until num_prompts
+     informative groups are kept or dynamic_sampling_max_rounds more rounds are spent. Surplus
+     groups are discarded; a batch the rounds could not fill stays short (the update normalises
+     by what it trains on rather than diluting the step with groups that carry no signal).
+  3. rft keeps only the answers that are exactly right.
+Every group's outcome (its pair and how many of its G answers were exactly right) goes into the
+returned `RolloutStats`, for the problem sampler to learn from once every rank's are gathered.
+
+Random streams are functions of (seed, rank, step) (rl/seeding.py): a resumed step draws what the
+uninterrupted one drew, as long as the problem sampler's state is restored too.
+"""
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+import torch
+
+from rl import seeding
+from rl.algorithms import answer_mask, group_all_equal
+from rl.math_reward import compute_rewards, exact_match
+from rl.problem_sampler import pair_keys
+
+
+@dataclass
+class Rollout:
+    """Answers sampled on one rank; rows i*G ... i*G+G-1 answer the same problem."""
+    prompts: torch.Tensor  # (N, prompt_len)
+    targets: torch.Tensor  # (N, A) the right answer's tokens
+    generated: torch.Tensor  # (N, A)
+    logp: torch.Tensor  # (N, A) log-prob of each token under the distribution it was drawn from
+    entropy: torch.Tensor  # (N, A) entropy of that distribution
+    rewards: Optional[torch.Tensor] = None  # (N,) the weighted sum of the rule rewards
+    components: dict = field(default_factory=dict)  # reward name -> (N,)
+    keys: Optional[torch.Tensor] = None  # (N,) int64, the problem's pair key (rl/problem_sampler.py)
+
+    def __len__(self) -> int:
+        return len(self.generated)
+
+    @property
+    def sequences(self) -> torch.Tensor:
+        """(N, prompt_len + A) prompt and answer, as the policy reads them."""
+        return torch.cat([self.prompts, self.generated], dim=1)
+
+    def mask(self, end_token: int) -> torch.Tensor:
+        """(N, A) the answer tokens the policy chose, up to and including its end token."""
+        return answer_mask(self.generated, end_token)
+
+    def select(self, index) -> "Rollout":
+        """Rows `index` (bool mask, indices or a slice) of every tensor."""
+        return Rollout(self.prompts[index], self.targets[index], self.generated[index], self.logp[index],
+                       self.entropy[index], self.rewards[index], {k: v[index] for k, v in self.components.items()},
+                       None if self.keys is None else self.keys[index])
+
+    @staticmethod
+    def cat(parts: list) -> "Rollout":
+        cat = lambda name: torch.cat([getattr(p, name) for p in parts])
+        return Rollout(cat("prompts"), cat("targets"), cat("generated"), cat("logp"), cat("entropy"), cat("rewards"),
+                       {k: torch.cat([p.components[k] for p in parts]) for k in parts[0].components},
+                       None if parts[0].keys is None else cat("keys"))
+
+
+@dataclass
+class RolloutStats:
+    """What one rank's sampling did in one step, over all its rounds."""
+    rounds: int = 0
+    answers: int = 0  # answers generated
+    rollout_seconds: float = 0.0  # generating
+    reward_seconds: float = 0.0  # scoring
+    drawn: int = 0  # problems drawn
+    selected: int = 0  # of them, chosen by the problem sampler's state (buffer or priority)
+    estimate_sum: float = 0.0  # sum of the sampler's pass-rate estimates of the drawn problems that have one
+    estimated: int = 0  # how many drawn problems have one
+    keys: list = field(default_factory=list)  # per round, (groups,) int64 pair keys
+    successes: list = field(default_factory=list)  # per round, (groups,) answers exactly right of G
+
+    def outcomes(self):
+        """(keys, successes) of every group of every round, as int64 tensors (K,)."""
+        if not self.keys:
+            return torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64)
+        return (torch.from_numpy(np.concatenate(self.keys)),
+                torch.from_numpy(np.concatenate(self.successes)).to(torch.int64))
+
+
+def refill_size(num_wanted: int, num_sampled: int, num_kept: int, max_prompts: int) -> int:
+    """Problems to draw in the next refill round: as many as the share kept so far says are needed
+    for the missing groups, plus 25%, at most max_prompts; max_prompts when none was kept yet.
+    Late in a run most groups are all right, so a step takes a few large rounds, not many small."""
+    if num_kept == 0:
+        return max_prompts
+    return min(math.ceil(1.25 * (num_wanted - num_kept) * num_sampled / num_kept), max_prompts)
+
+
+class RolloutCollector:
+    """Draws problems, samples and scores answers, and refills dynamic sampling's dropped groups."""
+
+    def __init__(self, config, env, model: torch.nn.Module, reward_weights: dict, problem_sampler, info):
+        """model: the plain (unwrapped) policy, which samples; problem_sampler: rl/problem_sampler.py."""
+        self.config, self.env, self.model, self.info = config, env, model, info
+        self.reward_weights, self.problem_sampler = reward_weights, problem_sampler
+
+    @torch.no_grad()
+    def sample_round(self, num_prompts: int, rngs: tuple, generator, stats: RolloutStats) -> Rollout:
+        """G scored answers to each of num_prompts problems the problem sampler draws, none drawn
+        before in this step's rounds."""
+        c, env, G = self.config, self.env, self.config.rl_rollout_size
+        exclude = np.concatenate(stats.keys) if stats.keys else np.zeros(0, dtype=np.int64)
+        a, b, selected, estimates = self.problem_sampler.draw(num_prompts, *rngs, exclude)
+        prompts, targets = (t.to(self.info.device) for t in env.encode(a, b))
+        t0 = time.perf_counter()
+        generated, logp, entropy = self.model.generate(
+            prompts, env.answer_len, temperature=c.rl_temperature, end_token=env.end_token, pad_token=env.pad_token,
+            generator=generator, num_samples=G, with_stats=True)
+        t1 = time.perf_counter()
+        keys = pair_keys(env, a, b)
+        # (clone: an inference-mode tensor may not enter autograd)
+        rollout = Rollout(prompts.repeat_interleave(G, dim=0), targets.repeat_interleave(G, dim=0), generated.clone(),
+                          logp.clone(), entropy.clone(),
+                          keys=torch.from_numpy(keys).repeat_interleave(G).to(self.info.device))
+        rollout.rewards, rollout.components = compute_rewards(self.reward_weights, env, rollout.targets,
+                                                              rollout.generated)
+        right = exact_match(env, rollout.targets, rollout.generated).view(-1, G).sum(dim=1)
+        stats.keys.append(keys)
+        stats.successes.append(right.round().to(torch.int64).cpu().numpy())
+        stats.rollout_seconds += t1 - t0
+        stats.reward_seconds += time.perf_counter() - t1
+        stats.rounds += 1
+        stats.answers += len(rollout)
+        stats.drawn += num_prompts
+        stats.selected += int(selected.sum())
+        stats.estimated += int(np.isfinite(estimates).sum())
+        stats.estimate_sum += float(np.nansum(estimates))
+        return rollout
+
+    def collect(self, step: int, num_prompts: int):
+        """This rank's answers for `step`: the first round (what the metrics describe), the batch the
+        update trains on, and the RolloutStats (see the module docstring)."""
+        c, G, info = self.config, self.config.rl_rollout_size, self.info
+        rngs = (seeding.numpy_rng(c.seed, info.rank, step, seeding.PROBLEMS),
+                seeding.numpy_rng(c.seed, info.rank, step, seeding.SELECTION))
+        sampling = seeding.torch_generator(c.seed, info.rank, step, seeding.SAMPLING, info.device)
+        stats = RolloutStats()
+        first = batch = self.sample_round(num_prompts, rngs, sampling, stats)
+        if c.dynamic_sampling:
+            kept, num_sampled, num_kept = [], 0, 0
+            while True:
+                informative = ~group_all_equal(batch.rewards, G)
+                kept.append(batch.select(informative.repeat_interleave(G)))
+                num_sampled, num_kept = num_sampled + len(informative), num_kept + int(informative.sum())
+                if num_kept >= num_prompts or stats.rounds > c.dynamic_sampling_max_rounds:
+                    break
+                size = refill_size(num_prompts, num_sampled, num_kept, max_prompts=4 * num_prompts)
+                batch = self.sample_round(size, rngs, sampling, stats)
+            batch = Rollout.cat(kept).select(slice(0, num_prompts * G))
+        if c.objective == "rft":
+            batch = batch.select(exact_match(self.env, batch.targets, batch.generated) == 1)
+        return first, batch, stats
