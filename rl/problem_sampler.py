@@ -86,7 +86,7 @@ class PrioritizedSampler:
     Sources: p(1-p) as a prompt's learnability (LILO, arXiv 2502.12272; SPEED-RL 2506.09016);
     a Beta posterior per prompt (MoPPS, 2507.04632); sampling by 1 - success rate (Kimi k1.5).
     Memory: two float64 per training pair, for operand spaces of at most ENUMERATE_LIMIT ordered
-    pairs (2-digit multiplication: 8,472 training pairs; 3-digit addition or multiplication:
+    pairs (2-digit multiplication: 8,461 training pairs; 3-digit addition or multiplication:
     about 850,000, 14 MB); larger spaces use `replay`."""
 
     def __init__(self, env: MathEnvironment, floor: float, decay: float):
@@ -120,14 +120,16 @@ class PrioritizedSampler:
         m = self.population_rate()
         return (self.right + self.G * m) / (self.right + self.wrong + self.G)
 
-    def weights(self, estimates: np.ndarray) -> np.ndarray:
-        return estimates * (1.0 - estimates) + self.floor
+    def probabilities(self, estimates: np.ndarray, exclude: np.ndarray) -> np.ndarray:
+        """(K,) the chance of each training pair to be the next one drawn: p(1-p) + floor, normalised,
+        0 for the pairs in `exclude`."""
+        w = estimates * (1.0 - estimates) + self.floor
+        w[np.searchsorted(self.keys, exclude[np.isin(exclude, self.keys)])] = 0.0
+        return w / w.sum()
 
     def draw(self, n: int, problems_rng, selection_rng, exclude: np.ndarray):
         p = self.estimates()
-        w = self.weights(p)
-        w[np.searchsorted(self.keys, exclude[np.isin(exclude, self.keys)])] = 0.0
-        index = selection_rng.choice(len(self.keys), size=n, replace=False, p=w / w.sum())
+        index = selection_rng.choice(len(self.keys), size=n, replace=False, p=self.probabilities(p, exclude))
         a, b = key_operands(self.env, self.keys[index])
         seen = self.right[index] + self.wrong[index] > 0
         return a, b, seen, p[index]

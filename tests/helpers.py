@@ -75,6 +75,10 @@ def assert_same_state(a: dict, b: dict):
                         f"{optimizer} state {i}.{k} differs"
     for key in ("scheduler", "baseline", "step", "bad_steps_in_a_row", "num_skipped_steps", "critic_scheduler"):
         assert a.get(key) == b.get(key), key
+    assert a["problem_sampler"].keys() == b["problem_sampler"].keys()
+    for key, value in a["problem_sampler"].items():  # the problem selection state, tensor for tensor
+        other = b["problem_sampler"][key]
+        assert torch.equal(value, other) if torch.is_tensor(value) else value == other, f"problem_sampler {key} differs"
 
 
 def make_config(config_name="AdderRLConfig", **overrides):

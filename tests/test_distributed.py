@@ -10,6 +10,7 @@ import torch.multiprocessing as mp
 from helpers import assert_grads_close, capture_gradients, make_trainer
 from rl.algorithms import ALGORITHMS
 from rl.dist import DistInfo
+from rl.rollout import RolloutStats
 
 CASES = {name: dict(rl_algorithm=name) for name in ALGORITHMS}
 CASES["rft"].update(ndigit=1, n_embed=64, rewards="exact_match:1.0")
@@ -61,8 +62,8 @@ def run_steps(case: str, batches: list, rank: int, world: int) -> list:
     def sample(_):
         first, batch = batches["steps"][step["i"]]
         step["i"] += 1
-        return halves(first, rank, world), halves(batch, rank, world), dict(rollout_seconds=0.0, reward_seconds=0.0,
-                                                                           rounds=1, answers=len(first) // world)
+        return halves(first, rank, world), halves(batch, rank, world), RolloutStats(rounds=1,
+                                                                                   answers=len(first) // world)
     trainer.sample = sample
     if world == 1:
         trainer.minibatch_orders = lambda n: interleaved_orders(trainer, n, 2)

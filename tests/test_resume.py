@@ -57,9 +57,12 @@ def straight_run(tmp_path, args, torchrun=0):
 # ---- exact resume -------------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.parametrize("nproc", [0, 2])
-@pytest.mark.parametrize("algorithm", ["dapo", "ppo_critic", "dpo"])
+@pytest.mark.parametrize("algorithm", ["dapo", "ppo_critic", "dpo", "dapo --problem_sampler=prioritized",
+                                       "dapo --problem_sampler=replay"])
 def test_sigkill_then_same_command_equals_uninterrupted_run(tmp_path, nproc, algorithm):
-    args = [*KILL_ARGS, f"--rl_algorithm={algorithm}"]
+    """The snapshot's state, problem selection included, equals the uninterrupted run's."""
+    name, *extra = algorithm.split()
+    args = [*KILL_ARGS, f"--rl_algorithm={name}", *extra]
     straight = straight_run(tmp_path, args, torchrun=nproc)
     out = tmp_path / "killed"
     args = [*args, f"--out_dir={out}"]
@@ -88,7 +91,7 @@ def test_resume_in_process_is_exact_and_the_negative_control_fails(tmp_path, mon
         half = run_steps(make_trainer(), 4).state_dict()
         torch.save(half, tmp_path / "half.pt")
         fresh = make_trainer(seed=999)  # other initial weights: everything must come from the snapshot
-        fresh.config = make_trainer().config
+        fresh.config = fresh.rollouts.config = make_trainer().config
         fresh.load_state_dict(torch.load(tmp_path / "half.pt", weights_only=True))
         return run_steps(fresh, 4).state_dict()
 

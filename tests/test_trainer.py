@@ -38,9 +38,9 @@ def reference_gradients(trainer, steps: int = 2):
         state["sampler"] = copy.deepcopy(trainer.model)  # the policy that samples this step
         state["critic"] = copy.deepcopy(trainer.critic_model)  # and the critic that scores it
         state["baseline"] = trainer.baseline
-        first, batch, timing = real_sample(step)
+        first, batch, sampled = real_sample(step)
         state["first"], state["batch"] = first, batch
-        return first, batch, timing
+        return first, batch, sampled
     trainer.sample = sample
 
     def on_step(index):
@@ -251,9 +251,9 @@ def test_every_rank_and_step_draws_its_own_problems_and_samples():
 def test_dynamic_sampling_refills_groups_without_signal():
     trainer = make_trainer(rl_algorithm="dapo", rewards="digit_match:1.0", dynamic_sampling_max_rounds=10)
     G, P = trainer.config.rl_rollout_size, trainer.local_prompts
-    first, batch, timing = trainer.sample(0)
+    first, batch, sampled = trainer.sample(0)
     assert len(batch) == len(first)  # refilled to the full batch
-    assert group_all_equal(first.rewards, G).sum() > 0 and timing["rounds"] > 1
+    assert group_all_equal(first.rewards, G).sum() > 0 and sampled.rounds > 1
     assert group_all_equal(batch.rewards, G).sum() == 0
     # Each refill asks for as many prompts as the share kept so far says it needs, plus 25%.
     asked, sample_operands = [], trainer.env.sample_operands
@@ -280,10 +280,10 @@ def test_a_short_batch_is_normalised_by_the_answers_it_trains_on():
     same gradient, not half of it (filler would have diluted it)."""
     short = make_trainer(rl_algorithm="dapo", grad_clip=0.0)
     alone = make_trainer(rl_algorithm="dapo", grad_clip=0.0, rl_batch_size=2)
-    first, batch, timing = short.sample(0)
+    first, batch, sampled = short.sample(0)
     kept = batch.select(slice(0, 2 * short.config.rl_rollout_size))
-    short.sample = lambda step: (first, kept, timing)
-    alone.sample = lambda step: (first, kept, timing)
+    short.sample = lambda step: (first, kept, sampled)
+    alone.sample = lambda step: (first, kept, sampled)
     g_short, g_alone = capture_gradients(short), capture_gradients(alone)
     m = short.train_step()
     alone.train_step()
@@ -298,12 +298,12 @@ def test_step_metrics_count_what_happened():
     real = trainer.sample
     trainer.sample = lambda step: seen.setdefault("out", real(step))
     metrics = trainer.train_step()
-    first, batch, timing = seen["out"]
+    first, batch, sampled = seen["out"]
     exact = (first.generated == first.targets).all(dim=1).float().mean().item()
     assert metrics["train/accuracy"] == pytest.approx(exact)
     assert metrics["train/avg_reward"] == pytest.approx(first.rewards.mean().item())
-    assert metrics["train/answers_generated"] == timing["answers"] > len(first)  # every round counted
-    assert metrics["perf/samples_per_second"] == pytest.approx(timing["answers"] / metrics["perf/step_seconds"])
+    assert metrics["train/answers_generated"] == sampled.answers > len(first)  # every round counted
+    assert metrics["perf/samples_per_second"] == pytest.approx(sampled.answers / metrics["perf/step_seconds"])
     assert metrics["train/groups_all_equal"] == pytest.approx(group_all_equal(first.rewards, 4).float().mean().item())
     mask = reference.mask(first.generated, trainer.env.end_token)
     assert metrics["train/entropy"] == pytest.approx(first.entropy[mask].mean().item(), rel=1e-5)

@@ -1,0 +1,243 @@
+"""Problem selection (rl/problem_sampler.py) and the rollouts that use it (rl/rollout.py): each
+update rule and draw distribution against a hand-computed example, the uniform sampler's draws
+unchanged, no held-out pair in any state, the same state on every rank, exact resume with the
+state, and the README's sampler table equal to the result files it was made from.
+Run: python -m pytest tests/test_problem_sampler.py"""
+
+import glob
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed
+import torch.multiprocessing as mp
+
+from helpers import REPO, assert_same_state, make_trainer
+from rl import seeding
+from rl.dist import DistInfo
+from rl.math_env import SPLITS, MathEnvironment
+from rl.problem_sampler import PrioritizedSampler, ReplaySampler, UniformSampler, key_operands, pair_keys
+from rl.rollout import refill_size
+
+ENV = MathEnvironment("adder", 1)  # 100 ordered pairs: small enough to compute by hand
+NONE = np.zeros(0, dtype=np.int64)
+
+
+def train_keys(env=ENV) -> np.ndarray:
+    a, b = np.divmod(np.arange(10 ** (2 * env.ndigit)), 10 ** env.ndigit)
+    keep = env.split_of(a, b) == SPLITS.index("train")
+    return pair_keys(env, a[keep], b[keep])
+
+
+def held_out_key(env=ENV) -> int:
+    a, b = np.divmod(np.arange(10 ** (2 * env.ndigit)), 10 ** env.ndigit)
+    i = int(np.nonzero(env.split_of(a, b) == SPLITS.index("test"))[0][0])
+    return int(pair_keys(env, a[i:i + 1], b[i:i + 1])[0])
+
+
+# ---- prioritized ------------------------------------------------------------------------------
+def test_prioritized_update_estimate_and_draw_probabilities_by_hand():
+    s = PrioritizedSampler(ENV, floor=0.01, decay=0.5)
+    k1, k2 = s.keys[0], s.keys[1]
+    s.observe([k1], [6], G=8)  # right 6, wrong 2
+    s.observe([k1, k2], [8, 0], G=8)  # k1: right 0.5*6 + 8 = 11, wrong 0.5*2 + 0 = 1; k2: right 0, wrong 8
+    assert (s.right[0], s.wrong[0], s.right[1], s.wrong[1]) == (11.0, 1.0, 0.0, 8.0)
+    assert s.right[2:].sum() == s.wrong[2:].sum() == 0
+    m = (11 / 12 + 0 / 8) / 2  # the population's rate: the mean raw rate of the pairs seen
+    assert s.population_rate() == pytest.approx(m)
+    p = s.estimates()  # (s + G m) / (s + f + G)
+    assert p[0] == pytest.approx(11 / 15) and p[1] == pytest.approx(11 / 48) and p[2] == pytest.approx(11 / 24)
+    w = lambda q: q * (1 - q) + 0.01
+    total = w(11 / 15) + w(11 / 48) + (len(s.keys) - 2) * w(11 / 24)
+    probs = s.probabilities(p, NONE)
+    assert probs[0] == pytest.approx(w(11 / 15) / total) and probs[1] == pytest.approx(w(11 / 48) / total)
+    assert probs[5] == pytest.approx(w(11 / 24) / total)
+    excluded = s.probabilities(p, np.array([k2]))  # drawn already this step: never twice
+    assert excluded[1] == 0 and excluded[0] == pytest.approx(w(11 / 15) / (total - w(11 / 48)))
+
+
+def test_prioritized_draws_follow_the_probabilities():
+    s = PrioritizedSampler(ENV, floor=0.01, decay=0.5)
+    s.observe(s.keys[:3], [8, 4, 0], G=8)  # solved, half right, never right
+    probs = s.probabilities(s.estimates(), NONE)
+    rng, n = np.random.default_rng(0), 20000
+    counts = np.zeros(len(s.keys))
+    for _ in range(n):
+        a, b, seen, estimates = s.draw(1, None, rng, NONE)
+        counts[np.searchsorted(s.keys, pair_keys(ENV, a, b))] += 1
+    for i in range(3):  # within 4 standard deviations of the binomial count
+        assert abs(counts[i] - n * probs[i]) < 4 * math.sqrt(n * probs[i] * (1 - probs[i])), i
+    assert counts[1] > counts[0] and counts[1] > counts[2]  # p(1-p) favours the mixed pair
+    a, b, seen, estimates = s.draw(len(s.keys), None, rng, NONE)  # without replacement: every pair once
+    assert sorted(pair_keys(ENV, a, b).tolist()) == s.keys.tolist()
+    assert seen.sum() == 3 and np.allclose(estimates, s.estimates()[np.searchsorted(s.keys, pair_keys(ENV, a, b))])
+
+
+def test_prioritized_refuses_a_space_too_large_to_enumerate():
+    with pytest.raises(ValueError, match="use problem_sampler=replay"):
+        PrioritizedSampler(MathEnvironment("adder", 4), floor=0.01, decay=0.5)
+
+
+# ---- replay -------------------------------------------------------------------------------------
+def test_replay_enters_leaves_and_drops_the_oldest_by_hand():
+    t = train_keys()
+    r = ReplaySampler(ENV, share=0.5, capacity=3)
+    r.observe(t[:3], [3, 0, 8], G=8)  # mixed and all wrong enter; all right does not
+    assert list(r.buffer.items()) == [(t[0], 3 / 8), (t[1], 0.0)]
+    r.observe([t[3], t[0]], [5, 8], G=8)  # t0 solved: leaves
+    assert list(r.buffer) == [t[1], t[3]]
+    r.observe([t[4], t[2], t[1]], [1, 2, 4], G=8)  # t1 keeps its place with its new rate; 4 > 3: the oldest goes
+    assert list(r.buffer.items()) == [(t[3], 5 / 8), (t[4], 1 / 8), (t[2], 2 / 8)]
+
+
+def test_replay_draws_its_share_from_the_buffer_and_the_rest_fresh():
+    t = train_keys()
+    r = ReplaySampler(ENV, share=0.5, capacity=10)
+    r.observe(t[:3], [1, 2, 3], G=8)
+    a, b, selected, estimates = r.draw(4, np.random.default_rng(5), np.random.default_rng(6), np.array([t[0]]))
+    keys = pair_keys(ENV, a, b)
+    assert selected.tolist() == [True, True, False, False]
+    assert sorted(keys[:2].tolist()) == sorted([t[1], t[2]])  # t0 was drawn already this step
+    assert estimates[:2].tolist() == [r.buffer[k] for k in keys[:2].tolist()] and np.isnan(estimates[2:]).all()
+    fresh = ENV.sample_operands(2, np.random.default_rng(5))  # the rest: fresh draws from the problems stream
+    assert (a[2:] == fresh[0]).all() and (b[2:] == fresh[1]).all()
+    a, b, selected, _ = r.draw(8, np.random.default_rng(5), np.random.default_rng(6), NONE)
+    assert selected.sum() == 3  # a share of 4 from a buffer of 3: all of it
+
+
+# ---- uniform, held-out pairs ---------------------------------------------------------------------
+def test_uniform_draws_are_the_original_stream_exactly():
+    a, b, selected, estimates = UniformSampler(ENV).draw(50, np.random.default_rng(3), None, NONE)
+    a0, b0 = ENV.sample_operands(50, np.random.default_rng(3))
+    assert (a == a0).all() and (b == b0).all() and not selected.any() and np.isnan(estimates).all()
+    trainer = make_trainer()  # the first round of a step: the original draws from the (seed, rank, step) stream
+    first, _, _ = trainer.sample(3)
+    rng = seeding.numpy_rng(trainer.config.seed, 0, 3, seeding.PROBLEMS)
+    prompts, _ = trainer.env.encode(*trainer.env.sample_operands(trainer.local_prompts, rng))
+    assert torch.equal(first.prompts, prompts.repeat_interleave(trainer.config.rl_rollout_size, dim=0))
+
+
+def test_no_held_out_pair_ever_enters_a_state():
+    held_out = held_out_key()
+    for s in (PrioritizedSampler(ENV, 0.01, 0.5), ReplaySampler(ENV, 0.5, 100)):
+        before = {k: v.clone() for k, v in s.state_dict().items() if torch.is_tensor(v)}
+        s.observe([held_out], [3], G=8)
+        after = {k: v for k, v in s.state_dict().items() if torch.is_tensor(v)}
+        assert all(torch.equal(before[k], after[k]) for k in before)
+    for sampler in ("prioritized", "replay"):  # a real run: every pair drawn and kept is a training pair
+        trainer = make_trainer(problem_sampler=sampler, rl_algorithm="dapo")
+        drawn = []
+        real = trainer.sample
+        trainer.sample = lambda step: drawn.append(real(step)) or drawn[-1]
+        for _ in range(4):
+            trainer.train_step()
+        keys = torch.cat([k for _, _, stats in drawn for k in [stats.outcomes()[0]]]).numpy()
+        state = trainer.problem_sampler.state_dict()
+        if sampler == "replay":
+            keys = np.concatenate([keys, state["keys"].numpy()])
+            assert len(state["keys"]) > 0
+        assert (trainer.env.split_of(*key_operands(trainer.env, keys)) == 0).all()
+
+
+def test_refill_rule_by_hand():
+    assert refill_size(32, 32, 8, max_prompts=128) == math.ceil(1.25 * 24 * 32 / 8) == 120
+    assert refill_size(32, 64, 4, max_prompts=128) == 128  # capped
+    assert refill_size(32, 32, 0, max_prompts=128) == 128  # nothing kept yet: the most
+
+
+# ---- the trainer: metrics, resume, ranks ----------------------------------------------------------
+@pytest.mark.parametrize("sampler", ["prioritized", "replay"])
+def test_selection_metrics_say_what_the_draws_were(sampler):
+    trainer = make_trainer(problem_sampler=sampler, rl_algorithm="dapo")
+    trainer.train_step()
+    seen = {}
+    real = trainer.sample
+    trainer.sample = lambda step: seen.setdefault("out", real(step))
+    m = trainer.train_step()
+    stats = seen["out"][2]
+    assert m["select/selected_share"] == pytest.approx(stats.selected / stats.drawn) and 0 < stats.selected
+    assert m["select/drawn_pass_rate"] == pytest.approx(stats.estimate_sum / stats.estimated)
+    if sampler == "prioritized":
+        assert m["select/unsolved_pairs"] == int((trainer.problem_sampler.estimates() < 0.5).sum()) > 0
+    else:
+        assert m["select/replay_size"] == len(trainer.problem_sampler.buffer) > 0
+
+
+@pytest.mark.parametrize("sampler", ["prioritized", "replay"])
+def test_resume_restores_the_selection_state_exactly(tmp_path, sampler):
+    """4 steps, snapshot, a fresh trainer loads it, 4 more == 8 straight, selection state included;
+    a trainer that loads everything but the selection state goes elsewhere (the check has teeth)."""
+    settings = dict(problem_sampler=sampler, rl_algorithm="dapo")
+
+    def run_steps(trainer, n):
+        for _ in range(n):
+            trainer.train_step()
+        return trainer
+
+    straight = run_steps(make_trainer(**settings), 8).state_dict()
+    half = run_steps(make_trainer(**settings), 4).state_dict()
+    torch.save(half, tmp_path / "half.pt")
+    snap = torch.load(tmp_path / "half.pt", weights_only=True)
+    fresh = make_trainer(seed=999, **settings)
+    fresh.config = fresh.rollouts.config = make_trainer(**settings).config
+    fresh.load_state_dict(snap)
+    assert_same_state(straight, run_steps(fresh, 4).state_dict())
+    forgetful = make_trainer(**settings)
+    forgetful.load_state_dict({**snap, "problem_sampler": make_trainer(**settings).problem_sampler.state_dict()})
+    with pytest.raises(AssertionError, match="differs"):
+        assert_same_state(straight, run_steps(forgetful, 4).state_dict())
+
+
+def rank_worker(rank: int, store: str, out: str, sampler: str):
+    torch.set_num_threads(1)
+    torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    try:
+        trainer = make_trainer(info=DistInfo(rank, rank, 2, torch.device("cpu")), problem_sampler=sampler,
+                               rl_algorithm="dapo")
+        outcomes, real = [], trainer.sample
+        trainer.sample = lambda step: outcomes.append(real(step)) or outcomes[-1]
+        for _ in range(3):
+            trainer.train_step()
+        torch.save({"state": trainer.problem_sampler.state_dict(),
+                    "outcomes": [stats.outcomes() for _, _, stats in outcomes]}, f"{out}.{rank}")
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+@pytest.mark.parametrize("sampler", ["prioritized", "replay"])
+def test_every_rank_holds_the_state_of_all_ranks_outcomes(tmp_path, sampler):
+    mp.spawn(rank_worker, args=(str(tmp_path / "store"), str(tmp_path / "out"), sampler), nprocs=2, join=True)
+    ranks = [torch.load(f"{tmp_path / 'out'}.{r}", weights_only=True) for r in range(2)]
+    expected = make_trainer(problem_sampler=sampler).problem_sampler  # one sampler fed rank 0's groups, then rank 1's
+    for step in range(3):
+        keys = torch.cat([ranks[r]["outcomes"][step][0] for r in range(2)]).numpy()
+        successes = torch.cat([ranks[r]["outcomes"][step][1] for r in range(2)]).numpy()
+        expected.observe(keys, successes, G=4)
+    assert len(ranks[0]["outcomes"][0][0]) > 0 and len(ranks[1]["outcomes"][0][0]) > 0
+    for r in range(2):
+        state = {"problem_sampler": ranks[r]["state"]}
+        assert_sampler_state_equal(state["problem_sampler"], expected.state_dict())
+
+
+def assert_sampler_state_equal(a: dict, b: dict):
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]) if torch.is_tensor(a[k]) else a[k] == b[k], k
+
+
+# ---- the README's numbers come from the result files -------------------------------------------------
+def test_readme_sampler_table_equals_the_result_files():
+    from rl.tools.benchmark import sampler_table
+    paths = sorted(glob.glob(os.path.join(REPO, "results", "benchmark", "*.json")))
+    if not paths:
+        pytest.skip("no results/benchmark files yet")
+    rows = []
+    for path in paths:
+        with open(path) as f:
+            rows.append(json.load(f))
+    rows.sort(key=lambda r: (r["config"], ("uniform", "prioritized", "replay").index(r["sampler"]), r["seed"]))
+    readme = (REPO / "README.md").read_text()
+    assert sampler_table(rows) in readme
