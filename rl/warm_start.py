@@ -94,6 +94,17 @@ def init_policy(config: BaseRLConfig, env: MathEnvironment, policy, info: dist.D
             "warm_start_validation": accuracy}
 
 
+def check_cache(config: BaseRLConfig):
+    """Refuse, before start, a cached warm start (out_dir/warm_start.pt) that cannot be read: one line
+    saying so and how to get a new one, rather than a traceback mid-run."""
+    path = os.path.join(config.out_dir, "warm_start.pt")
+    if config.init_from == "sft" and os.path.exists(path):
+        try:
+            load_snapshot(path)
+        except ConfigError as e:
+            raise ConfigError(f"cached warm start: {e}; delete it to train a new one") from None
+
+
 def progress_path(config: BaseRLConfig) -> str:
     return os.path.join(config.out_dir, "warm_start_progress.pt")
 
@@ -167,10 +178,6 @@ def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: d
         state["step"] += 1
         step = state["step"]
         bar.update(1)
-        if should_stop():
-            bar.close()
-            save()
-            return None
         if step % c.sft_save_interval == 0:
             save()
         # Near the target the climb is steep (0.42 -> 0.58 in 10 adder steps): check every step from half of it,
@@ -185,6 +192,12 @@ def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: d
                        f"Validation: {state['accuracy']:.3f}")
             if state["accuracy"] >= c.sft_target_accuracy:
                 break
+        # Only now, after the step's check: a stop before it would skip a check that was due, and the
+        # continued run (which starts at the next step) would never make it.
+        if should_stop():
+            bar.close()
+            save()
+            return None
     bar.close()
     optimizer.zero_grad(set_to_none=True)  # leave no gradients behind: RL must start as from the cached file
     return report(c, state["step"], state["accuracy"], time.time() - t0)

@@ -85,6 +85,55 @@ def test_a_stopped_warm_start_continues_to_the_same_weights(tmp_path):
         assert torch.equal(straight[name], continued[name]), name
 
 
+def test_a_warm_start_stopped_after_any_step_continues_to_the_same_step_and_weights(tmp_path, monkeypatch):
+    """A scripted validation accuracy (a function of the step) makes the uninterrupted warm start check
+    at steps 4 and 8 (below half the target), then every step, and stop at step 10 (the target). A
+    warm start stopped after each of the steps 1-10 in turn, step 8 (a check due) and step 10 (the
+    target reached) among them, and continued, must stop at step 10 with the same weights."""
+    accuracy = {8: 0.3, 9: 0.4, 10: 0.6}  # 0.1 elsewhere
+    done, checks = {"steps": 0}, []
+    real_step = warm_start.supervised_step
+
+    def counting_step(*args):
+        done["steps"] = args[-1] + 1
+        return real_step(*args)
+    monkeypatch.setattr(warm_start, "supervised_step", counting_step)
+    monkeypatch.setattr(warm_start, "evaluate", lambda *a, **kw: checks.append(done["steps"]) or
+                        EvalResult(accuracy.get(done["steps"], 0.1), 0.0, None, 20, "validation"))
+    config = dict(SFT, sft_target_accuracy=0.5, sft_max_steps=20, sft_save_interval=100)
+
+    def train(out_dir, stop_after=None):
+        trainer = make_trainer(out_dir=str(out_dir), **config)
+        return init_policy(trainer.config, trainer.env, trainer.model, DistInfo(),
+                           lambda: stop_after is not None and done["steps"] == stop_after)
+
+    assert train(tmp_path / "straight")["warm_start_steps"] == 10
+    assert checks == [4, 8, 9, 10]
+    straight = load(tmp_path / "straight" / "warm_start.pt")["model"]
+    for k in range(1, 11):
+        out = tmp_path / f"stopped{k}"
+        outcome = train(out, stop_after=k)
+        if k < 10:
+            assert outcome is None and load(out / "warm_start_progress.pt")["step"] == k
+            outcome = train(out)  # the same command continues
+        assert outcome["warm_start_steps"] == 10, f"stopped after step {k}"
+        continued = load(out / "warm_start.pt")["model"]
+        for name in straight:
+            assert torch.equal(straight[name], continued[name]), f"stopped after step {k}: {name}"
+
+
+def test_the_warm_start_learning_rate_warms_up_linearly_over_sft_warmup_steps(tmp_path, monkeypatch):
+    """Step s (0-based) trains at sft_learning_rate * min(1, (s + 1) / sft_warmup_steps)."""
+    lrs = []
+    real_step = warm_start.supervised_step
+    monkeypatch.setattr(warm_start, "supervised_step", lambda policy, env, optimizer, *a: lrs.append(
+        optimizer.param_groups[0]["lr"]) or real_step(policy, env, optimizer, *a))
+    trainer = make_trainer(out_dir=str(tmp_path), **dict(SFT, sft_max_steps=6, sft_warmup_steps=4,
+                                                          sft_learning_rate=1e-3))
+    init_policy(trainer.config, trainer.env, trainer.model, DistInfo())
+    assert lrs == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 1e-3])
+
+
 def test_the_warm_start_leaves_no_gradients_behind(tmp_path):
     trainer = make_trainer(out_dir=str(tmp_path), **SFT)
     init_policy(trainer.config, trainer.env, trainer.model, DistInfo())
