@@ -237,6 +237,9 @@ class Critic(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.trunk = GPT(config)
+        # The trunk's token head is never used; with untied weights it would be a parameter without a
+        # gradient, which DDP's reduction refuses. (Tied, its weight is the embedding's, which stays.)
+        del self.trunk.lm_head
         self.value_head = nn.Linear(config.n_embed, 1)
         nn.init.zeros_(self.value_head.weight)
         nn.init.zeros_(self.value_head.bias)
@@ -244,7 +247,7 @@ class Critic(nn.Module):
     @classmethod
     def from_policy(cls, policy: GPT) -> "Critic":
         critic = cls(policy.config).to(policy.wte.weight.device)
-        critic.trunk.load_state_dict(policy.state_dict())
+        critic.trunk.load_state_dict({k: v for k, v in policy.state_dict().items() if not k.startswith("lm_head.")})
         return critic
 
     def forward(self, idx):

@@ -16,7 +16,9 @@ CASES = {name: dict(rl_algorithm=name) for name in ALGORITHMS}
 CASES["rft"].update(ndigit=1, n_embed=64, rewards="exact_match:1.0")
 CASES.update({"batch-zscore": dict(rl_algorithm="reinforce", advantage_mode="batch_zscore"),
               "kl-k1": dict(rl_algorithm="grpo", kl_coef=0.5, kl_estimator="k1"),
-              "kl-k2-entropy": dict(rl_algorithm="ppo", kl_coef=0.5, kl_estimator="k2", entropy_coef=0.1)})
+              "kl-k2-entropy": dict(rl_algorithm="ppo", kl_coef=0.5, kl_estimator="k2", entropy_coef=0.1),
+              # untied, the critic's trunk must hold no parameter without a gradient, or DDP's reduction fails
+              "ppo_critic-untied": dict(rl_algorithm="ppo_critic", tie_weights=False)})
 STEPS = 2  # the second step has a baseline and a policy that has moved away from the KL reference
 
 

@@ -57,7 +57,8 @@ def straight_run(tmp_path, args, torchrun=0):
 # ---- exact resume -------------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.parametrize("nproc", [0, 2])
-@pytest.mark.parametrize("algorithm", ["dapo", "ppo_critic", "dpo", "dapo --problem_sampler=prioritized",
+@pytest.mark.parametrize("algorithm", ["dapo", "ppo_critic", "ppo_critic --tie_weights=false", "dpo",
+                                       "dapo --problem_sampler=prioritized",
                                        "dapo --problem_sampler=replay"])
 def test_sigkill_then_same_command_equals_uninterrupted_run(tmp_path, nproc, algorithm):
     """The snapshot's state, problem selection included, equals the uninterrupted run's."""
@@ -139,6 +140,46 @@ def test_torchrun_max_restarts_resumes_after_a_crash(tmp_path):
     assert proc.returncode == 0, stderr
     assert "Resumed from" in stdout
     assert_same_state(load(straight / "rl_snapshot_8.pt"), load(out / "rl_snapshot_8.pt"))
+
+
+def alive(pid: int) -> bool:
+    """A process that exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("phase", ["warm start", "RL"])
+def test_workers_stop_when_their_launcher_is_killed_and_the_same_command_resumes(tmp_path, phase):
+    """kill -9 on the torchrun launcher alone (as an out-of-memory kill or a scheduler would): its
+    workers, each in a session of its own, exit within seconds, and the same command then resumes
+    to the uninterrupted run's state."""
+    args = [*KILL_ARGS, "--init_from=sft", "--sft_max_steps=30", "--sft_target_accuracy=1.0", "--sft_save_interval=4",
+            "--sft_eval_interval=10", "--sft_num_eval=20"]
+    straight = straight_run(tmp_path, args, torchrun=2)
+    out = tmp_path / "orphaned"
+    args = [*args, f"--out_dir={out}"]
+    proc = start(args, torchrun=2)
+    wait_for(out / ("warm_start_progress.pt" if phase == "warm start" else "rl_snapshot_3.pt"), proc)
+    workers = children(proc.pid)
+    assert len(workers) == 2
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    deadline = time.time() + 5
+    while any(alive(pid) for pid in workers) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in workers), "a worker outlived its launcher by 5 s"
+    if phase == "warm start":
+        assert not (out / "warm_start.pt").exists(), "the warm start finished before the kill; the test proved nothing"
+    else:
+        assert not (out / "rl_snapshot_8.pt").exists(), "the run finished before the kill; the test proved nothing"
+    again = run(args, torchrun=2)
+    assert ("Warm start: continuing from step" if phase == "warm start" else "Resumed from") in again.stdout
+    assert_same_state(load(straight / "rl_snapshot_8.pt"), load(out / "rl_snapshot_8.pt"))
+    assert metrics(straight) == metrics(out)
 
 
 @pytest.mark.slow
