@@ -51,7 +51,7 @@ class BaseRLConfig:
     task: str = "adder"
     """operation to learn: a name registered in rl/math_env.py (adder, subtractor, multiplier)"""
     ndigit: int = 3
-    """digits per operand; operands are drawn uniformly from 0 .. 10^ndigit - 1"""
+    """digits per operand; operands are drawn uniformly from 0 .. 10^ndigit - 1 (1 to 9)"""
     reverse_answer: bool = True
     """write the answer least-significant digit first, so carries flow in writing order"""
     use_format: bool = True
@@ -59,23 +59,26 @@ class BaseRLConfig:
     show_work: bool = False
     """write the operation's steps before the final answer ('12*34=840+0630=8040$'), for tasks that define them"""
     test_fraction: float = 0.1
-    """share of operand pairs in the test split: held out, never trained on, every reported accuracy"""
+    """share of operand pairs in the test split: held out, never trained on, every reported accuracy
+    (in (0, 1); with validation_fraction below 1)"""
     validation_fraction: float = 0.05
-    """share of operand pairs in the validation split: held out, what choices (warm-start stopping, sweeps) look at"""
+    """share of operand pairs in the validation split: held out, what choices (warm-start stopping, sweeps) look at
+    (in (0, 1); with test_fraction below 1)"""
     num_eval: int = 1000
-    """problems in each fixed evaluation set, test and validation (all of a split when it has fewer)"""
+    """problems in each fixed evaluation set, test and validation (all of a split when it has fewer) (> 0)"""
 
     # ---- model -------------------------------------------------------------------------------
     n_layer: int = 4
-    """transformer blocks"""
+    """transformer blocks (> 0)"""
     n_head: int = 8
-    """attention heads per block; must divide n_embed"""
+    """attention heads per block; must divide n_embed (> 0)"""
     n_embed: int = 256
-    """width of the residual stream"""
+    """width of the residual stream (> 0)"""
     n_position: int = 64
-    """position embeddings: the longest sequence the model can read (prompt + answer must fit)"""
+    """position embeddings: the longest sequence the model can read (prompt + answer must fit) (> 0)"""
     dropout: float = 0.0
-    """dropout probability of the warm start; RL samples and updates in eval mode, so it never applies there"""
+    """dropout probability of the warm start; RL samples and updates in eval mode, so it never applies there
+    (in [0, 1])"""
     bias: bool = False
     """biases in Linear and LayerNorm layers (nanoGPT found none to be slightly better and faster)"""
     tie_weights: bool = True
@@ -89,38 +92,39 @@ class BaseRLConfig:
     init_from: str = "sft"
     """policy RL starts from: 'sft' (supervised warm start, cached in out_dir), 'scratch', or a file"""
     sft_max_steps: int = 1000
-    """upper bound on supervised steps of the warm start"""
+    """upper bound on supervised steps of the warm start (>= 0)"""
     sft_batch_size: int = 256
-    """problems per supervised step (global, split across ranks)"""
+    """problems per supervised step (global, split across ranks) (> 0)"""
     sft_learning_rate: float = 1e-3
-    """peak learning rate of the warm start (linear warmup, then constant)"""
+    """peak learning rate of the warm start (linear warmup, then constant) (> 0)"""
     sft_warmup_steps: int = 50
-    """warm start steps of linear learning-rate warmup"""
+    """warm start steps of linear learning-rate warmup (>= 0)"""
     sft_target_accuracy: float = 0.5
     """stop the warm start once validation accuracy reaches this (supervised steps climb 0.42 -> 0.58 in 10 steps
-    here, far faster than RL, so a higher start saves RL steps; still at most 0.60)"""
+    here, far faster than RL, so a higher start saves RL steps; still at most 0.60) (in [0, 1])"""
     sft_eval_interval: int = 5
-    """warm start steps between validation checks of the stopping rule (every step once past half the target)"""
+    """warm start steps between validation checks of the stopping rule (every step once past half the target) (> 0)"""
     sft_num_eval: int = 250
-    """validation problems the stopping rule checks (the first of the validation set; fewer keeps it cheap)"""
+    """validation problems the stopping rule checks (the first of the validation set; fewer keeps it cheap) (> 0)"""
     sft_save_interval: int = 200
-    """warm start steps between progress saves, so a crash or a stop loses at most this many"""
+    """warm start steps between progress saves, so a crash or a stop loses at most this many (> 0)"""
 
     # ---- RL ----------------------------------------------------------------------------------
     rl_algorithm: str = "dapo"
     """dapo (measured best here), reinforce (moving-average baseline), grpo, rloo, ppo, ppo_critic, dpo or rft"""
     rl_train_steps: int = 200
-    """optimizer steps of RL"""
+    """optimizer steps of RL (>= 0)"""
     rl_batch_size: int = 64
-    """prompts per step (global, split across ranks); 32 at lr 6e-4 ended at 0.912 on one seed of three (README)"""
+    """prompts per step (global, split across ranks); 32 at lr 6e-4 ended at 0.912 on one seed of three (README)
+    (> 0)"""
     rl_rollout_size: int = 8
-    """answers sampled per prompt"""
+    """answers sampled per prompt (> 0)"""
     rl_ga_steps: int = 2
-    """micro-batches per step (gradient accumulation); bounds memory, not the result"""
+    """micro-batches per step (gradient accumulation); bounds memory, not the result (> 0)"""
     rl_temperature: float = 1.0
-    """sampling temperature of rollouts"""
+    """sampling temperature of rollouts (> 0)"""
     baseline_momentum: float = 0.9
-    """baseline <- m * baseline + (1 - m) * mean reward of the step"""
+    """baseline <- m * baseline + (1 - m) * mean reward of the step (in [0, 1])"""
     rewards: str = "exact_match:1.0"
     """rewards and weights, e.g. 'exact_match:1.0,format:0.1' (exact_match, steps, digit_match, format)"""
 
@@ -130,13 +134,13 @@ class BaseRLConfig:
     loss_aggregation: Optional[str] = None
     """token-mean, seq-mean-token-mean or seq-mean-token-sum-norm (Dr. GRPO)"""
     ppo_epochs: Optional[int] = None
-    """passes over each rollout; more than one pass makes the update off-policy (PPO ratios)"""
+    """passes over each rollout; more than one pass makes the update off-policy (PPO ratios) (> 0)"""
     ppo_minibatches: Optional[int] = None
-    """optimizer steps per pass over a rollout"""
+    """optimizer steps per pass over a rollout (> 0)"""
     clip_low: Optional[float] = None
-    """PPO clips the ratio below at 1 - clip_low"""
+    """PPO clips the ratio below at 1 - clip_low (in (0, 1))"""
     clip_high: Optional[float] = None
-    """PPO clips the ratio above at 1 + clip_high (DAPO's clip-higher raises it to 0.28)"""
+    """PPO clips the ratio above at 1 + clip_high (DAPO's clip-higher raises it to 0.28) (> 0)"""
     dynamic_sampling: Optional[bool] = None
     """drop prompt groups whose answers all got the same reward and refill with fresh prompts"""
     objective: Optional[str] = None
@@ -145,68 +149,70 @@ class BaseRLConfig:
     """which training problems a step draws: uniform, prioritized (by each pair's p(1-p); splits of up to 4M ordered
     pairs) or replay (a buffer of unsolved problems beside fresh draws; any split): rl/problem_sampler.py"""
     priority_floor: float = 0.01
-    """prioritized: added to every pair's p(1-p) before drawing, so solved and unseen pairs stay reachable"""
+    """prioritized: added to every pair's p(1-p) before drawing, so solved and unseen pairs stay reachable (>= 0)"""
     priority_decay: float = 0.5
-    """prioritized: a pair's older answers count this much at each new group of it (forgets an older policy)"""
+    """prioritized: a pair's older answers count this much at each new group of it (forgets an older policy)
+    (in [0, 1])"""
     replay_share: float = 0.5
-    """replay: share of each sampling round's problems taken from the buffer; the rest are fresh uniform draws"""
+    """replay: share of each sampling round's problems taken from the buffer; the rest are fresh uniform draws
+    (in [0, 1])"""
     replay_capacity: int = 4096
-    """replay: problems the buffer holds at most; past it the oldest leave first"""
+    """replay: problems the buffer holds at most; past it the oldest leave first (> 0)"""
     dynamic_sampling_max_rounds: int = 2
     """extra sampling rounds per step at most when refilling dropped groups: near 0.99 more rounds cost seconds
-    for answers that are all right anyway (late batches are short instead)"""
+    for answers that are all right anyway (late batches are short instead) (>= 0)"""
     kl_coef: float = 0.0
-    """weight of the KL penalty to the frozen policy RL starts from; 0 keeps no reference model"""
+    """weight of the KL penalty to the frozen policy RL starts from; 0 keeps no reference model (>= 0)"""
     kl_estimator: str = "k2"
     """k1 (in the reward), k2 (in the loss) or k3 (in the loss, GRPO's: the gradient of the forward KL); see README"""
     entropy_coef: float = 0.0
-    """weight of the entropy bonus"""
+    """weight of the entropy bonus (>= 0)"""
     gamma: float = 1.0
-    """ppo_critic: discount over an answer's tokens (1: every token answers for the final reward)"""
+    """ppo_critic: discount over an answer's tokens (1: every token answers for the final reward) (in [0, 1])"""
     gae_lambda: float = 0.95
-    """ppo_critic: GAE's lambda, between the critic's estimate (0) and the answer's return (1)"""
+    """ppo_critic: GAE's lambda, between the critic's estimate (0) and the answer's return (1) (in [0, 1])"""
     value_clip: float = 0.2
-    """ppo_critic: the value loss clips the critic's move from its value when the answer was scored"""
+    """ppo_critic: the value loss clips the critic's move from its value when the answer was scored (>= 0)"""
     critic_learning_rate: float = 1e-4
-    """ppo_critic: peak learning rate of the critic (the policy's schedule)"""
+    """ppo_critic: peak learning rate of the critic (the policy's schedule) (> 0)"""
     dpo_beta: float = 0.1
-    """dpo: strength of the implicit KL to the frozen starting policy (Rafailov et al.'s beta)"""
+    """dpo: strength of the implicit KL to the frozen starting policy (Rafailov et al.'s beta) (> 0)"""
 
     # ---- optimizer ---------------------------------------------------------------------------
     learning_rate: float = 3e-4
-    """peak learning rate of RL: 6e-4 and 1e-3 first lose most of the warm start's accuracy (README study)"""
+    """peak learning rate of RL: 6e-4 and 1e-3 first lose most of the warm start's accuracy (README study) (> 0)"""
     min_lr_ratio: float = 0.1
-    """cosine decay ends at learning_rate * min_lr_ratio"""
+    """cosine decay ends at learning_rate * min_lr_ratio (in [0, 1])"""
     warmup_steps: int = 20
-    """RL steps of linear learning-rate warmup before the cosine decay"""
+    """RL steps of linear learning-rate warmup before the cosine decay (>= 0)"""
     weight_decay: float = 0.01
-    """AdamW weight decay on weight matrices and embeddings, not biases or LayerNorm gains (warm start and RL)"""
+    """AdamW weight decay on weight matrices and embeddings, not biases or LayerNorm gains (warm start and RL) (>= 0)"""
     adam_beta1: float = 0.9
-    """AdamW beta1 (warm start and RL)"""
+    """AdamW beta1 (warm start and RL) (in [0, 1))"""
     adam_beta2: float = 0.99
-    """AdamW beta2 (warm start and RL)"""
+    """AdamW beta2 (warm start and RL) (in [0, 1))"""
     grad_clip: float = 1.0
-    """clip the global gradient norm to this; 0 disables (warm start and RL)"""
+    """clip the global gradient norm to this; 0 disables (warm start and RL) (>= 0)"""
 
     # ---- run ---------------------------------------------------------------------------------
     seed: int = 1337
-    """seeds model init, problem streams and sampling; the held-out set never depends on it"""
+    """seeds model init, problem streams and sampling; the held-out set never depends on it (>= 0)"""
     out_dir: str = ""
     """run folder for snapshots, warm start and metrics; empty means out/<config name>"""
     eval_interval: int = 10
-    """RL steps between evaluations on the test and validation sets (plus one at start and end); about 1 s each"""
+    """RL steps between evaluations on the test and validation sets (plus one at start and end); about 1 s each (> 0)"""
     save_interval: int = 50
-    """RL steps between snapshots (one is also written at the end)"""
+    """RL steps between snapshots (one is also written at the end) (> 0)"""
     keep_snapshots: int = 3
-    """newest snapshots kept in out_dir; older ones are deleted once a newer one is complete"""
+    """newest snapshots kept in out_dir; older ones are deleted once a newer one is complete (> 0)"""
     max_bad_steps: int = 5
-    """stop after this many updates in a row skipped for a non-finite loss or gradient norm"""
+    """stop after this many updates in a row skipped for a non-finite loss or gradient norm (> 0)"""
     log_interval: int = 10
-    """RL steps between console lines"""
+    """RL steps between console lines (> 0)"""
     eval_batch_size: int = 500
-    """held-out problems decoded at once per rank"""
+    """held-out problems decoded at once per rank (> 0)"""
     num_mistakes: int = 3
-    """wrong held-out answers printed at each evaluation"""
+    """wrong held-out answers printed at each evaluation (>= 0)"""
     device: str = "auto"
     """'auto' (CUDA when present, else CPU), 'cpu' or 'cuda'"""
     backend: str = "auto"
@@ -245,6 +251,7 @@ class BaseRLConfig:
         except ValueError as e:
             raise ConfigError(str(e)) from None
         self._check_run_settings()
+        self._check_every_setting_matters(settings, debug)
         if env.seq_len > self.n_position:
             raise ConfigError(f"{self.task} with ndigit={self.ndigit} needs {env.seq_len} positions "
                               f"(prompt {env.prompt_len} + answer {env.answer_len}) but n_position={self.n_position}; "
@@ -285,6 +292,58 @@ class BaseRLConfig:
                               f"is not divisible by rl_ga_steps={self.rl_ga_steps}")
         if self.init_from not in ("sft", "scratch") and not os.path.isfile(self.init_from):
             raise ConfigError(f"init_from={self.init_from!r} is neither 'sft', 'scratch' nor an existing file")
+
+    def _check_every_setting_matters(self, settings: dict, debug: bool = False):
+        """Refuse a setting the resolved algorithm would silently ignore: a user who sets an option and
+        sees a run finish believes the option did something. Row settings count as set when given
+        (not None); the others when they differ from the preset's default."""
+        objective, mode = settings["objective"], settings["advantage_mode"]
+        given = lambda name: getattr(self, name) is not None
+        changed = lambda name: getattr(self, name) != getattr(type(self), name)
+        fix = ""
+        if objective == "dpo":
+            if self.kl_coef > 0:
+                fix = "kl_coef has no effect with objective=dpo: dpo_beta is DPO's KL strength; set kl_coef=0"
+            elif self.entropy_coef > 0:
+                fix = ("entropy_coef has no effect with objective=dpo: the DPO loss has no entropy term; "
+                       "set entropy_coef=0")
+            elif next((n for n in ("advantage_mode", "loss_aggregation", "clip_low", "clip_high") if given(n)), None):
+                name = next(n for n in ("advantage_mode", "loss_aggregation", "clip_low", "clip_high") if given(n))
+                fix = (f"{name} has no effect with objective=dpo: the DPO loss reads pairs, not advantages; "
+                       f"leave it unset")
+        if objective == "rft":
+            if self.kl_coef > 0 and KL_PLACEMENT[self.kl_estimator] == "reward":
+                fix = ("kl_estimator=k1 puts the KL in the reward, which rft never reads (every right answer has "
+                       "advantage 1); use kl_estimator=k2 or k3")
+            elif given("advantage_mode"):
+                fix = ("advantage_mode has no effect with objective=rft: every right answer has advantage 1; "
+                       "leave it unset")
+            elif given("loss_aggregation"):
+                fix = ("loss_aggregation has no effect with objective=rft: every answer it trains on is exactly right, "
+                       "so of full length, and all aggregations agree; leave it unset")
+            elif changed("rewards") and not settings["dynamic_sampling"] and not debug:  # (--debug's partial credit)
+                fix = ("rewards have no effect with objective=rft: it keeps the answers that are exactly right; "
+                       "leave rewards at its default")
+        if not fix and settings["ppo_epochs"] * settings["ppo_minibatches"] == 1:
+            name = next((n for n in ("clip_low", "clip_high") if given(n)), None)
+            if name:
+                fix = (f"{name} has no effect when each rollout feeds one optimizer step (the PPO ratio is 1); "
+                       f"raise ppo_epochs or ppo_minibatches, or leave it unset")
+        owners = [(("gamma", "gae_lambda", "value_clip", "critic_learning_rate"), mode != "gae",
+                   "belongs to the critic (advantage_mode=gae, rl_algorithm=ppo_critic)"),
+                  (("dpo_beta",), objective != "dpo", "belongs to objective=dpo"),
+                  (("kl_estimator",), self.kl_coef == 0, "needs kl_coef > 0"),
+                  (("baseline_momentum",), mode != "baseline", "belongs to advantage_mode=baseline"),
+                  (("priority_floor", "priority_decay"), self.problem_sampler != "prioritized",
+                   "belongs to problem_sampler=prioritized"),
+                  (("replay_share", "replay_capacity"), self.problem_sampler != "replay",
+                   "belongs to problem_sampler=replay")]
+        for names, unused, owner in owners:
+            name = next((n for n in names if unused and changed(n)), None)
+            if name and not fix:
+                fix = f"{name}={getattr(self, name)!r} has no effect here: it {owner}; set that, or leave {name} unset"
+        if fix:
+            raise ConfigError(fix)
 
     def validate_world_size(self, world_size: int):
         """Batches are global and split evenly across ranks."""

@@ -13,22 +13,22 @@ class MultiplierRLConfig(BaseRLConfig):
     """write the partial products first: held-out pairs then need only sub-problems that training pairs also
     contain (the bare product, --show_work=false, is memorised instead: README Results)"""
     num_eval: int = 2000
-    """more than either held-out split has: every one of the 1,023 test and 516 validation pairs is evaluated"""
+    """more than either held-out split has: every one of the 1,023 test and 516 validation pairs is evaluated (> 0)"""
     sft_target_accuracy: float = 0.7
-    """RL starts from a policy that gets most but not all products right (at most 0.75 held-out)"""
+    """RL starts from a policy that gets most but not all products right (at most 0.75 held-out) (in [0, 1])"""
     sft_eval_interval: int = 5
-    """the warm start climbs about 0.05 every 10 steps here: checking every 5 stops it nearer the target"""
+    """the warm start climbs about 0.05 every 10 steps here: checking every 5 stops it nearer the target (> 0)"""
     sft_num_eval: int = 600
-    """every one of the 516 validation pairs, so the stopping rule is not a noisy sample"""
+    """every one of the 516 validation pairs, so the stopping rule is not a noisy sample (> 0)"""
     learning_rate: float = 1e-4
-    """measured on validation: 2e-4 and 3e-4 first unlearn (0.75 -> 0.69 at step 25), 1e-4 climbs steadily"""
+    """measured on validation: 2e-4 and 3e-4 first unlearn (0.75 -> 0.69 at step 25), 1e-4 climbs steadily (> 0)"""
     rl_batch_size: int = 64
-    """measured: 32 prompts reached the same validation accuracy later in seconds here"""
+    """measured: 32 prompts reached the same validation accuracy later in seconds here (> 0)"""
     rl_train_steps: int = 100
     """on validation (seed 0) 0.952 at step 100 and 0.965 at 150: the last steps cost the most (nearly every
-    group is all right, so refills sample many answers for few informative groups)"""
+    group is all right, so refills sample many answers for few informative groups) (>= 0)"""
     eval_interval: int = 25
-    """an evaluation decodes all 1,539 held-out pairs, 14 answer tokens each: 2.7x the tokens of an adder one"""
+    """an evaluation decodes all 1,539 held-out pairs, 14 answer tokens each: 2.7x the tokens of an adder one (> 0)"""
 
 
 @dataclass
@@ -36,14 +36,14 @@ class Multiplier3RLConfig(MultiplierRLConfig):
     """3-digit multiplication: 10^6 ordered pairs, far too many to memorise, 31 answer tokens."""
     ndigit: int = 3
     num_eval: int = 1000
-    """1000 of the 100,953 test pairs, and of the validation pairs"""
+    """1000 of the 100,953 test pairs, and of the validation pairs (> 0)"""
     sft_max_steps: int = 3000
-    """an upper bound: the stopping rule ends the warm start long before"""
+    """an upper bound: the stopping rule ends the warm start long before (>= 0)"""
     sft_eval_interval: int = 25
-    """a check decodes 31 answer tokens a problem, 2.2x the 2-digit preset's, so check less often while far off"""
+    """a check decodes 31 answer tokens a problem, 2.2x the 2-digit preset's, so check less often while far off (> 0)"""
     sft_num_eval: int = 250
-    """the first 250 validation pairs (standard error about 0.03 at 0.7), a quarter of the cost of 1000"""
+    """the first 250 validation pairs (standard error about 0.03 at 0.7), a quarter of the cost of 1000 (> 0)"""
     rl_train_steps: int = 150
-    """a bound on its cost, not a measured optimum: each step samples 512 answers of 31 tokens"""
+    """a bound on its cost, not a measured optimum: each step samples 512 answers of 31 tokens (>= 0)"""
     eval_interval: int = 25
-    """an evaluation decodes 2,000 held-out answers of 31 tokens"""
+    """an evaluation decodes 2,000 held-out answers of 31 tokens (> 0)"""

@@ -94,6 +94,9 @@ def resolve(algorithm: str, explicit: dict, group_size: int) -> dict:
     for key in ("clip_low", "clip_high"):
         if not (math.isfinite(settings[key]) and settings[key] > 0):
             raise ValueError(f"{key} must be a positive finite number, got {settings[key]}")
+    if settings["clip_low"] >= 1:  # the ratio's floor 1 - clip_low must stay above 0
+        raise ValueError(f"clip_low must be in (0, 1): the ratio is clipped below at 1 - clip_low, "
+                         f"got {settings['clip_low']}")
     if (settings["advantage_mode"] in ("rloo", "group_zscore") or settings["objective"] == "dpo") and group_size < 2:
         what = "objective=dpo" if settings["objective"] == "dpo" else f"advantage_mode={settings['advantage_mode']}"
         raise ValueError(f"{what} compares the answers to a prompt, so it needs rl_rollout_size >= 2")

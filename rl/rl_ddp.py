@@ -29,8 +29,8 @@ from rl.dist import print0
 from rl.logger import MetricsLogger, make_logger
 from rl.math_trainer import MathRLTrainer, TrainingError
 from rl.run_control import GracefulStop, RunLock, check_writable
-from rl.snapshot import SnapshotWriteError, find_resume, remove_snapshots, save_step
-from rl.warm_start import init_policy
+from rl.snapshot import SnapshotWriteError, check_init_from, find_resume, remove_snapshots, save_step
+from rl.warm_start import check_cache, init_policy
 
 
 def evaluate(trainer: MathRLTrainer, metrics: dict, prefix: str):
@@ -164,6 +164,9 @@ def main(argv=None) -> int:
         check_writable(config.out_dir)
         lock = RunLock(config.out_dir, info.rank)
         resume = find_resume(cli.resume_mode, config)
+        check_init_from(config)
+        if resume[0] is None:
+            check_cache(config)
     except ConfigError as e:
         print0(f"error: {e}", file=sys.stderr)
         if lock is not None:

@@ -108,6 +108,18 @@ def find_resume(resume: str, config: BaseRLConfig):
     return snap, path
 
 
+def check_init_from(config: BaseRLConfig):
+    """Refuse, before start, an init_from file that is missing, unreadable, not a snapshot, or of
+    another model or task (the same one-line errors as --resume)."""
+    if config.init_from in ("sft", "scratch"):
+        return
+    try:
+        snap = load_snapshot(config.init_from)
+    except ConfigError as e:
+        raise ConfigError(f"--init_from: {e}; pass another file, or --init_from=sft") from None
+    check_compatible(snap, config.init_from, config.model_args(), config.task_args())
+
+
 def remove_snapshots(out_dir: str) -> int:
     """A fresh run replaces the old one's snapshots (the cached warm start stays); returns how many."""
     old = snapshot_steps(out_dir)

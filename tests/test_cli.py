@@ -102,6 +102,8 @@ def one_line_error(args, env=None):
     (["--n_embed=100"], "error: n_embed=100 is not divisible by n_head=8"),
     (["--resume=does/not/exist.pt"], "error: --resume=does/not/exist.pt: no such file"),
     (["--backend=nccl"], "error: backend='nccl' needs CUDA, which this run does not use; use --backend=gloo"),
+    (["--init_from=README.md"], "error: --init_from: snapshot README.md is unreadable"),
+    (["--rl_algorithm=ppo", "--clip_low=1.5"], "error: clip_low must be in (0, 1)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message):
     assert one_line_error(args).startswith(message)

@@ -2,12 +2,14 @@
 inputs with their exact messages (in-process; tests/test_cli.py checks the one-line, exit-2 envelope
 of a few of them through the real script).  Run: python -m pytest tests/test_config.py"""
 
+import re
 import subprocess
 import sys
 from dataclasses import fields
 from pathlib import Path
 
 import pytest
+import torch
 
 import configs
 from configs import all_config_classes, get_config_class
@@ -106,6 +108,27 @@ def test_overrides_are_typed_and_win_over_debug_presets():
     (["--rl_ga_steps=3"], "rl_batch_size*rl_rollout_size=512 is not divisible by rl_ga_steps=3"),
     (["--init_from=no/such/file.pt"], "init_from='no/such/file.pt' is neither 'sft', 'scratch' nor an existing file"),
     (["--device=tpu"], "device must be 'auto', 'cpu' or 'cuda', got 'tpu'"),
+    (["--clip_low=1.5", "--rl_algorithm=ppo"], "clip_low must be in (0, 1): the ratio is clipped below at 1 - clip_low"),
+    (["--problem_sampler=hard"], "unknown problem_sampler 'hard'; known: uniform, prioritized, replay"),
+    (["--problem_sampler=prioritized", "--ndigit=4"], "problem_sampler=prioritized keeps a statistic per training pair"),
+    (["--replay_share=1.5", "--problem_sampler=replay"], "replay_share must be in [0, 1], got 1.5"),
+    (["--replay_capacity=0", "--problem_sampler=replay"], "replay_capacity must be positive, got 0"),
+    (["--priority_floor=-0.1", "--problem_sampler=prioritized"], "priority_floor must be zero or positive"),
+    # every setting matters or is refused (tests/test_settings_matter.py checks the rest by gradient)
+    (["--rl_algorithm=dpo", "--kl_coef=0.1"], "kl_coef has no effect with objective=dpo: dpo_beta is DPO's KL"),
+    (["--rl_algorithm=dpo", "--entropy_coef=0.1"], "entropy_coef has no effect with objective=dpo"),
+    (["--rl_algorithm=dpo", "--clip_high=0.3"], "clip_high has no effect with objective=dpo"),
+    (["--rl_algorithm=rft", "--kl_coef=0.1", "--kl_estimator=k1"], "kl_estimator=k1 puts the KL in the reward, which "
+                                                                   "rft never reads"),
+    (["--rl_algorithm=rft", "--advantage_mode=rloo"], "advantage_mode has no effect with objective=rft"),
+    (["--rl_algorithm=rft", "--rewards=digit_match:1"], "rewards have no effect with objective=rft"),
+    (["--rl_algorithm=reinforce", "--clip_high=0.28"], "clip_high has no effect when each rollout feeds one optimizer"),
+    (["--rl_algorithm=grpo", "--gamma=0.9"], "gamma=0.9 has no effect here: it belongs to the critic"),
+    (["--rl_algorithm=grpo", "--dpo_beta=0.2"], "dpo_beta=0.2 has no effect here: it belongs to objective=dpo"),
+    (["--kl_estimator=k3"], "kl_estimator='k3' has no effect here: it needs kl_coef > 0"),
+    (["--rl_algorithm=grpo", "--baseline_momentum=0.5"], "baseline_momentum=0.5 has no effect here"),
+    (["--replay_share=0.7"], "replay_share=0.7 has no effect here: it belongs to problem_sampler=replay"),
+    (["--priority_decay=0.9"], "priority_decay=0.9 has no effect here: it belongs to problem_sampler=prioritized"),
     (["--debug=yes"], "--debug takes no value"),
     (["--seed"], "--seed needs a value, e.g. --seed=VALUE"),
     (["stray"], "unexpected argument 'stray'"),
@@ -133,6 +156,25 @@ def test_devices_and_backends_this_machine_cannot_run(monkeypatch):
     assert dist.pick_device_and_backend("auto", "auto", 0) == (dist.torch.device("cpu"), "gloo")
 
 
+def test_init_from_and_a_cached_warm_start_that_cannot_be_read(tmp_path):
+    """The same one-line errors as --resume, before start: missing, unreadable, another model."""
+    from rl.snapshot import check_init_from
+    from rl.warm_start import check_cache
+    bad = tmp_path / "weights.pt"
+    bad.write_bytes(b"not a snapshot")
+    config = get_config_class("AdderRLConfig")(init_from=str(bad), out_dir=str(tmp_path)).get_args_ready()
+    with pytest.raises(ConfigError, match=f"--init_from: snapshot {bad} is unreadable .*; pass another file"):
+        check_init_from(config)
+    other = get_config_class("AdderRLConfig")(n_layer=2).get_args_ready()
+    torch.save({"model": {}, "model_args": other.model_args(), "task": other.task_args()}, bad)
+    with pytest.raises(ConfigError, match="holds a model of n_layer=2, .* but the config asks for n_layer=4"):
+        check_init_from(config)
+    (tmp_path / "warm_start.pt").write_bytes(b"truncated")
+    cached = get_config_class("AdderRLConfig")(out_dir=str(tmp_path)).get_args_ready()
+    with pytest.raises(ConfigError, match="cached warm start: snapshot .*warm_start.pt is unreadable .*; delete it"):
+        check_cache(cached)
+
+
 def test_resume_from_a_missing_or_broken_file(tmp_path):
     config = get_config_class("AdderRLConfig")(out_dir=str(tmp_path)).get_args_ready()
     with pytest.raises(ConfigError, match="--resume=does/not/exist.pt: no such file \\(use --resume=never to start over\\)"):
@@ -149,3 +191,23 @@ def test_original_config_command_prints_the_resolved_config():
            "print(config.get_args_ready())")
     out = subprocess.run([sys.executable, "-c", cmd], capture_output=True, text=True, check=True, cwd=REPO).stdout
     assert out.startswith("AdderRLConfig(") and "  vocab_size = 14" in out and "  max_seq_len = 13" in out
+
+
+# every numeric setting states its range in its docstring, and a value just outside it is refused
+OUTSIDE = {"(> 0)": 0, "(>= 0)": -1, "(in [0, 1])": 1.5, "(in [0, 1))": 1.0, "(1 to 9)": 10, "(in (0, 1))": 1.0}
+
+
+def test_every_numeric_setting_states_its_range_and_a_value_outside_it_is_refused():
+    from configs.base import field_type
+    docs, checked = BaseRLConfig.field_docs(), 0
+    for f in fields(BaseRLConfig):
+        if field_type(f) not in (int, float) or f.name in ("vocab_size", "max_seq_len"):
+            continue
+        stated = re.search(r"\((> 0|>= 0|in \[0, 1\]|in \[0, 1\)|1 to 9|in \(0, 1\))[;)]", docs[f.name])
+        assert stated, f"{f.name}: no range in its docstring: {docs[f.name]!r}"
+        bad = 0.0 if stated.group(1) == "in (0, 1)" and f.name.endswith("_fraction") else \
+            OUTSIDE[f"({stated.group(1)})"]
+        with pytest.raises(ConfigError, match=f.name):
+            get_config_class("AdderRLConfig")(**{f.name: bad}).get_args_ready()
+        checked += 1
+    assert checked >= 50
