@@ -21,6 +21,7 @@ CASES = {  # generated: (exact_match, digit_match, format)
     "8610.": (0.0, 1.0, 0.0),    # right digits, never terminated
     "861$.": (0.0, 0.75, 0.0),   # stopped one digit early
     "0000$": (0.0, 0.25, 1.0),   # well formed, one digit right by chance
+    "86+0$": (0.0, 0.75, 0.0),   # a symbol where a digit belongs, everything else in place
     "=+$..": (0.0, 0.0, 0.0),
 }
 

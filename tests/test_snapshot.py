@@ -113,3 +113,16 @@ def test_a_file_that_does_not_say_its_task_is_refused():
     with pytest.raises(snapshot.ConfigError, match="x.pt was trained on task"):
         snapshot.check_compatible({"model_args": args, "task": {"task": "multiplier"}}, "x.pt", args, {"task": "adder"})
     snapshot.check_compatible({"model_args": args, "task": {"task": "adder"}}, "x.pt", args, {"task": "adder"})
+
+
+def test_snapshots_are_ordered_by_step_number_not_by_name(tmp_path):
+    """rl_snapshot_10.pt is newer than rl_snapshot_9.pt (as strings it would sort first)."""
+    trainer = make_trainer()
+    for step in (2, 9, 10):
+        trainer.step = step
+        snapshot.save_atomic(trainer.state_dict(), str(tmp_path / f"rl_snapshot_{step}.pt"))
+    assert [step for step, _ in snapshot.snapshot_steps(str(tmp_path))] == [2, 9, 10]
+    snap, path = snapshot.newest_valid_snapshot(str(tmp_path))
+    assert snap["step"] == 10 and path.endswith("rl_snapshot_10.pt")
+    snapshot.prune_snapshots(str(tmp_path), keep=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rl_snapshot_10.pt", "rl_snapshot_9.pt"]
