@@ -127,7 +127,8 @@ def test_overrides_are_typed_and_win_over_debug_presets():
     (["--rl_algorithm=grpo", "--dpo_beta=0.2"], "dpo_beta=0.2 has no effect here: it belongs to objective=dpo"),
     (["--kl_estimator=k3"], "kl_estimator='k3' has no effect here: it needs kl_coef > 0"),
     (["--rl_algorithm=grpo", "--baseline_momentum=0.5"], "baseline_momentum=0.5 has no effect here"),
-    (["--replay_share=0.7"], "replay_share=0.7 has no effect here: it belongs to problem_sampler=replay"),
+    (["--problem_sampler=uniform", "--replay_share=0.7"], "replay_share=0.7 has no effect here: it belongs to "
+                                                          "problem_sampler=replay"),
     (["--priority_decay=0.9"], "priority_decay=0.9 has no effect here: it belongs to problem_sampler=prioritized"),
     (["--debug=yes"], "--debug takes no value"),
     (["--seed"], "--seed needs a value, e.g. --seed=VALUE"),

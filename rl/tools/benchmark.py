@@ -7,6 +7,7 @@
     python -m rl.tools.benchmark --perf [--compile]               # step speed against this machine's matmul peak
     python -m rl.tools.benchmark --configs MultiplierRLConfig --samplers uniform prioritized replay
                                                                   # problem selection, side by side
+    python -m rl.tools.benchmark --table                          # the README's table from results/benchmark/
 
 End to end: each run is the README's command (`python rl/rl_ddp.py --config_name NAME --seed=S
 --no_wandb`) in a fresh folder out/benchmark/<NAME>-seed<S>, so the warm start is trained, not read
@@ -14,7 +15,8 @@ from a cache, one run at a time. From each run's metrics it reads the wall secon
 included, at which test accuracy first reached 0.95, 0.99 and 0.995 (from the run's own
 evaluations every eval_interval steps; nothing is chosen on them), and the final accuracies.
 
---samplers runs each config once per problem sampler (`--problem_sampler=NAME`). The runs of one
+--samplers runs each config once per problem sampler (`--problem_sampler=NAME`; a spec
+NAME:KEY=VALUE,... adds settings for that sampler's runs, e.g. the refill rounds it was tuned with). The runs of one
 config and seed then share one warm start: the first trains it (timed), the others start from a
 copy of it, and their seconds count the warm start's as measured when it was trained (the same
 seed gives the same warm start: tests/test_warm_start.py). Each run's result is written to
@@ -56,7 +58,16 @@ RESULTS = os.path.join(launch.REPO, "results", "benchmark")
 
 
 def run_name(config_name: str, sampler, seed: int, nproc: int) -> str:
-    return "-".join([config_name, *([sampler] if sampler else []), f"seed{seed}"]) + (f"-{nproc}proc" if nproc > 1 else "")
+    label = sampler.replace(":", "+") if sampler else None  # a spec's settings stay in its file name
+    parts = [config_name, *([label] if label else []), f"seed{seed}", *([f"{nproc}proc"] if nproc > 1 else [])]
+    return "-".join(parts)
+
+
+def sampler_args(spec: str) -> list:
+    """'replay' -> ['--problem_sampler=replay']; 'uniform:dynamic_sampling_max_rounds=2' adds the
+    settings that sampler is run with (a sampler and the refill rounds it was tuned with)."""
+    name, _, settings = spec.partition(":")
+    return [f"--problem_sampler={name}", *[f"--{kv}" for kv in settings.split(",") if kv]]
 
 
 def run_one(config_name: str, seed: int, args, sampler: str = None) -> dict:
@@ -71,37 +82,49 @@ def run_one(config_name: str, seed: int, args, sampler: str = None) -> dict:
         shutil.copy(shared, os.path.join(out_dir, "warm_start.pt"))
     t0 = time.time()
     launch.run(["--config_name", config_name, f"--seed={seed}", "--no_wandb", f"--out_dir={out_dir}",
-                "--resume=never", *([f"--problem_sampler={sampler}"] if sampler else []),
+                "--resume=never", *(sampler_args(sampler) if sampler else []),
                 *[f"--{kv}" for kv in args.set]], nproc=args.nproc,
                log_path=os.path.join(out_dir, "run.log"))  # the console, to follow with tail -f
     wall = time.time() - t0
     with open(os.path.join(out_dir, "summary.json")) as f:
+        cached = json.load(f).get("warm_start_cached")
+    if sampler and not cached:
+        os.makedirs(os.path.dirname(shared), exist_ok=True)
+        shutil.copy(os.path.join(out_dir, "warm_start.pt"), shared)
+    return summarize(out_dir, dict(config=config_name, sampler=sampler or "default", seed=seed, processes=args.nproc,
+                                   set=args.set), wall)
+
+
+def summarize(out_dir: str, row: dict, wall: float) -> dict:
+    """A run's result from its folder (summary.json, metrics.jsonl), with the wall seconds it took
+    here. A copied warm start took no time here: its seconds as measured when it was trained count."""
+    with open(os.path.join(out_dir, "summary.json")) as f:
         s = json.load(f)
     with open(os.path.join(out_dir, "metrics.jsonl")) as f:
         rows = [json.loads(line) for line in f]
-    if sampler and not s.get("warm_start_cached"):
-        os.makedirs(os.path.dirname(shared), exist_ok=True)
-        shutil.copy(os.path.join(out_dir, "warm_start.pt"), shared)
-    # a copied warm start took no time here: count the seconds it took when it was trained
     offset = s.get("warm_start_seconds", 0.0) if s.get("warm_start_cached") else 0.0
-    wall += offset
     curve = [(r["perf/run_seconds"] + offset, r["eval/accuracy"]) for r in rows if "eval/accuracy" in r]
     steps = [r for r in rows if "train/answers_generated" in r]
     last_quarter = [r for r in steps if r["train/step"] > 0.75 * s["rl_steps_run"]]
     mean = lambda key, rs: round(float(np.mean([r[key] for r in rs])), 4) if rs else None
-    row = {"config": config_name, "sampler": sampler or "default", "seed": seed, "processes": args.nproc,
-           "out_dir": out_dir, "set": args.set,
+    row = {**row, "out_dir": out_dir, "wall_seconds_here": round(wall, 1), "warm_start_cached": bool(offset),
            "answers_per_step_last_quarter": mean("train/answers_generated", last_quarter),
            "trained_per_step_last_quarter": mean("train/batch_answers", last_quarter),
-           "informative_share_last_quarter": mean("train/informative_share", last_quarter),
-           "informative_share": mean("train/informative_share", steps),
+           "mixed_share_last_quarter": round(1 - mean("train/groups_all_equal", last_quarter), 4),
+           "step_seconds_last_quarter": mean("perf/step_seconds", last_quarter),
            "validation_curve": [(r["step"], r["val/accuracy"]) for r in rows if "val/accuracy" in r],
-           "warm_start_steps": s.get("warm_start_steps"), "warm_start_seconds": round(s.get("warm_start_seconds", 0), 1),
+           # per step: answers generated, answers trained on, share of first-round groups all equal, seconds
+           "steps": [(r["step"], r["train/answers_generated"], r["train/batch_answers"],
+                      round(r["train/groups_all_equal"], 4), round(r["perf/step_seconds"], 3)) for r in steps],
+           "warm_start_steps": s.get("warm_start_steps"),
+           "warm_start_seconds": round(s.get("warm_start_seconds", 0), 1),
            "warm_start_validation": s.get("warm_start_validation"), "start_accuracy": s["start_accuracy"],
            "final_accuracy": s["final_accuracy"], "final_steps_accuracy": s["final_steps_accuracy"],
+           "final_validation": next((r["val/accuracy"] for r in reversed(rows) if "val/accuracy" in r), None),
            "rl_seconds": round(s["rl_seconds"], 1), "rl_train_seconds": round(s["rl_train_seconds"], 1),
-           "rl_answers_generated": s["rl_answers_generated"], "rl_samples_per_second": round(s["rl_samples_per_second"], 1),
-           "wall_seconds": round(wall, 1), "curve": [(round(t, 1), a) for t, a in curve]}
+           "rl_answers_generated": s["rl_answers_generated"],
+           "rl_samples_per_second": round(s["rl_samples_per_second"], 1),
+           "wall_seconds": round(wall + offset, 1), "curve": [(round(t, 1), a) for t, a in curve]}
     row.update({f"seconds_to_{t}": first_reaching(row["curve"], t) for t in TARGETS})
     return row
 
@@ -146,12 +169,13 @@ def sampler_table(rows: list) -> str:
         col = lambda key, fmt="{:.3f}": median_range([r[key] for r in rs], fmt)
         out.append([config, sampler, len(rs), col("start_accuracy"), col("final_accuracy"),
                     *[col(f"seconds_to_{t}", "{:.0f}") for t in TARGETS], col("wall_seconds", "{:.0f}"),
-                    col("answers_per_step_last_quarter", "{:.0f}"), col("trained_per_step_last_quarter", "{:.0f}"),
-                    col("informative_share_last_quarter", "{:.2f}"), col("informative_share", "{:.2f}")])
+                    col("final_validation"), col("answers_per_step_last_quarter", "{:.0f}"),
+                    col("trained_per_step_last_quarter", "{:.0f}"), col("mixed_share_last_quarter", "{:.2f}"),
+                    col("step_seconds_last_quarter", "{:.2f}")])
     return markdown_table(["config", "sampler", "seeds", "RL starts (test)", "final (test)",
-                           *[f"s to {t}" for t in TARGETS], "wall s", "answers/step, last quarter",
-                           "trained/step, last quarter", "informative share, last quarter",
-                           "informative share, whole run"], out)
+                           *[f"s to {t}" for t in TARGETS], "wall s", "final (validation)",
+                           "answers/step, last quarter", "trained/step, last quarter",
+                           "mixed groups (first round), last quarter", "s/step, last quarter"], out)
 
 
 def tables(rows: list) -> str:
@@ -189,12 +213,18 @@ def main():
     parser.add_argument("--samplers", nargs="+", help="run each config with each problem_sampler (one warm start "
                         "per config and seed); results in results/benchmark/, reused unless --rerun")
     parser.add_argument("--rerun", action="store_true", help="with --samplers: run again what results/ holds")
+    parser.add_argument("--resummarize", action="store_true", help="with --samplers: read the runs' folders again")
+    parser.add_argument("--table", action="store_true", help="print the samplers table of every file in "
+                        "results/benchmark/ (the README's), running nothing")
     parser.add_argument("--perf", action="store_true", help="measure the RL step's speed instead (rl/tools/perf.py)")
     parser.add_argument("--compile", action="store_true", help="with --perf: also time torch.compile")
     args = parser.parse_args()
     if args.perf:
         from rl.tools import perf
         perf.main(args.configs, args.compile)
+        return
+    if args.table:
+        print(sampler_table(saved_results()))
         return
     if args.samplers:
         compare_samplers(args)
@@ -225,6 +255,16 @@ def compare_samplers(args):
                 if os.path.exists(path) and not args.rerun:
                     with open(path) as f:
                         row = json.load(f)
+                    if args.resummarize:  # the same run's folder, read again by this code
+                        keep = {k: row[k] for k in ("command", "cpu", "cores", "threads", "torch", "commit")}
+                        with open(os.path.join(row["out_dir"], "summary.json")) as f:
+                            cached = json.load(f).get("warm_start_cached")
+                        wall = row.get("wall_seconds_here", row["wall_seconds"] - (row["warm_start_seconds"] if cached
+                                                                                    else 0))
+                        row = {**summarize(row["out_dir"], {k: row[k] for k in ("config", "sampler", "seed",
+                                                                                  "processes", "set")}, wall), **keep}
+                        with open(path, "w") as f:
+                            json.dump(row, f, indent=1)
                 else:
                     row = run_one(name, seed, args, sampler)
                     row["command"] = (f"python -m rl.tools.benchmark --configs {name} --seeds {seed} --samplers "
@@ -236,6 +276,19 @@ def compare_samplers(args):
                 print(json.dumps({k: v for k, v in row.items() if "curve" not in k}), flush=True)
     print("\nmedian (min-max) over seeds; accuracies are greedy exact match of the final answer on the test split\n\n"
           + sampler_table(rows))
+
+
+def saved_results() -> list:
+    """Every result file in results/benchmark/, in the README table's order: config, sampler, seed."""
+    rows = []
+    for name in sorted(os.listdir(RESULTS)) if os.path.isdir(RESULTS) else []:
+        if name.endswith(".json"):
+            with open(os.path.join(RESULTS, name)) as f:
+                rows.append(json.load(f))
+    order = ("uniform", "prioritized", "replay")
+    name = lambda r: r["sampler"].partition(":")[0]
+    return sorted(rows, key=lambda r: (r["config"], order.index(name(r)) if name(r) in order else 9, r["sampler"],
+                                       r["seed"]))
 
 
 def machine() -> dict:
