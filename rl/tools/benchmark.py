@@ -167,8 +167,10 @@ def sampler_table(rows: list) -> str:
     for config, sampler in dict.fromkeys((r["config"], r["sampler"]) for r in rows):
         rs = [r for r in rows if r["config"] == config and r["sampler"] == sampler]
         col = lambda key, fmt="{:.3f}": median_range([r[key] for r in rs], fmt)
+        # a target no seed reached is 'never' (median_range's '-' would read as 'not measured')
+        when = lambda key: "never" if all(r[key] is None for r in rs) else col(key, "{:.0f}")
         out.append([config, sampler, len(rs), col("start_accuracy"), col("final_accuracy"),
-                    *[col(f"seconds_to_{t}", "{:.0f}") for t in TARGETS], col("wall_seconds", "{:.0f}"),
+                    *[when(f"seconds_to_{t}") for t in TARGETS], col("wall_seconds", "{:.0f}"),
                     col("final_validation"), col("answers_per_step_last_quarter", "{:.0f}"),
                     col("trained_per_step_last_quarter", "{:.0f}"), col("mixed_share_last_quarter", "{:.2f}"),
                     col("step_seconds_last_quarter", "{:.2f}")])
