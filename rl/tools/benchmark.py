@@ -86,13 +86,12 @@ def run_one(config_name: str, seed: int, args, sampler: str = None) -> dict:
                 *[f"--{kv}" for kv in args.set]], nproc=args.nproc,
                log_path=os.path.join(out_dir, "run.log"))  # the console, to follow with tail -f
     wall = time.time() - t0
-    with open(os.path.join(out_dir, "summary.json")) as f:
-        cached = json.load(f).get("warm_start_cached")
-    if sampler and not cached:
+    row = summarize(out_dir, dict(config=config_name, sampler=sampler or "default", seed=seed, processes=args.nproc,
+                                  set=args.set), wall)
+    if sampler and not row["warm_start_cached"]:  # the first run of this config and seed: share its warm start
         os.makedirs(os.path.dirname(shared), exist_ok=True)
         shutil.copy(os.path.join(out_dir, "warm_start.pt"), shared)
-    return summarize(out_dir, dict(config=config_name, sampler=sampler or "default", seed=seed, processes=args.nproc,
-                                   set=args.set), wall)
+    return row
 
 
 def summarize(out_dir: str, row: dict, wall: float) -> dict:
@@ -215,7 +214,6 @@ def main():
     parser.add_argument("--samplers", nargs="+", help="run each config with each problem_sampler (one warm start "
                         "per config and seed); results in results/benchmark/, reused unless --rerun")
     parser.add_argument("--rerun", action="store_true", help="with --samplers: run again what results/ holds")
-    parser.add_argument("--resummarize", action="store_true", help="with --samplers: read the runs' folders again")
     parser.add_argument("--table", action="store_true", help="print the samplers table of every file in "
                         "results/benchmark/ (the README's), running nothing")
     parser.add_argument("--perf", action="store_true", help="measure the RL step's speed instead (rl/tools/perf.py)")
@@ -257,16 +255,6 @@ def compare_samplers(args):
                 if os.path.exists(path) and not args.rerun:
                     with open(path) as f:
                         row = json.load(f)
-                    if args.resummarize:  # the same run's folder, read again by this code
-                        keep = {k: row[k] for k in ("command", "cpu", "cores", "threads", "torch", "commit")}
-                        with open(os.path.join(row["out_dir"], "summary.json")) as f:
-                            cached = json.load(f).get("warm_start_cached")
-                        wall = row.get("wall_seconds_here", row["wall_seconds"] - (row["warm_start_seconds"] if cached
-                                                                                    else 0))
-                        row = {**summarize(row["out_dir"], {k: row[k] for k in ("config", "sampler", "seed",
-                                                                                  "processes", "set")}, wall), **keep}
-                        with open(path, "w") as f:
-                            json.dump(row, f, indent=1)
                 else:
                     row = run_one(name, seed, args, sampler)
                     row["command"] = (f"python -m rl.tools.benchmark --configs {name} --seeds {seed} --samplers "
