@@ -48,6 +48,28 @@ def children(pid: int) -> list:
     return found
 
 
+def alive(pid: int) -> bool:
+    """A process that exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def kill_launcher(proc):
+    """kill -9 on the torchrun launcher alone: its workers, each in a session of its own, must exit
+    within seconds (rl/dist.py watches the launcher)."""
+    workers = children(proc.pid)
+    assert len(workers) == 2
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    deadline = time.time() + 5
+    while any(alive(pid) for pid in workers) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in workers), "a worker outlived its launcher by 5 s"
+
+
 def straight_run(tmp_path, args, torchrun=0):
     out = tmp_path / "straight"
     run([*args, f"--out_dir={out}"], torchrun=torchrun)
@@ -55,13 +77,17 @@ def straight_run(tmp_path, args, torchrun=0):
 
 
 # ---- exact resume -------------------------------------------------------------------------
+# Each case is a state the snapshot must carry, in the setting where losing it would show: one
+# process; the critic (untied, so its own embedding and head) and DPO's frozen reference under DDP.
+# The 2-process cases kill the whole group, or only the torchrun launcher (as an out-of-memory kill
+# or a scheduler's hard stop would), whose workers must then stop by themselves. AdderRLConfig draws
+# with replay, so its buffer is in every case; prioritized goes through the soak below, the warm
+# start through the launcher test, and every kind of state in process (further below).
 @pytest.mark.slow
-@pytest.mark.parametrize("nproc", [0, 2])
-@pytest.mark.parametrize("algorithm", ["dapo", "ppo_critic", "ppo_critic --tie_weights=false", "dpo",
-                                       "dapo --problem_sampler=prioritized",
-                                       "dapo --problem_sampler=replay"])
-def test_sigkill_then_same_command_equals_uninterrupted_run(tmp_path, nproc, algorithm):
-    """The snapshot's state, problem selection included, equals the uninterrupted run's."""
+@pytest.mark.parametrize("algorithm, nproc, kill", [("dapo", 0, "group"), ("dpo", 2, "group"),
+                                                    ("ppo_critic --tie_weights=false", 2, "launcher")])
+def test_sigkill_then_same_command_equals_uninterrupted_run(tmp_path, algorithm, nproc, kill):
+    """The snapshot's state equals the uninterrupted run's."""
     name, *extra = algorithm.split()
     args = [*KILL_ARGS, f"--rl_algorithm={name}", *extra]
     straight = straight_run(tmp_path, args, torchrun=nproc)
@@ -69,12 +95,39 @@ def test_sigkill_then_same_command_equals_uninterrupted_run(tmp_path, nproc, alg
     args = [*args, f"--out_dir={out}"]
     proc = start(args, torchrun=nproc)
     wait_for(out / "rl_snapshot_4.pt", proc)
-    kill_group(proc, signal.SIGKILL)
+    if kill == "group":
+        kill_group(proc, signal.SIGKILL)
+    else:
+        kill_launcher(proc)
     assert not (out / "rl_snapshot_8.pt").exists(), "the run finished before the kill; the test proved nothing"
     again = run(args, torchrun=nproc)
     assert "Resumed from" in again.stdout
     assert_same_state(load(straight / "rl_snapshot_8.pt"), load(out / "rl_snapshot_8.pt"))
     assert metrics(straight) == metrics(out)
+
+
+@pytest.mark.parametrize("overrides", [dict(rl_algorithm="reinforce"), dict(rl_algorithm="ppo_critic"),
+                                       dict(rl_algorithm="ppo_critic", tie_weights=False), dict(rl_algorithm="dpo"),
+                                       dict(problem_sampler="prioritized"), dict(problem_sampler="uniform")],
+                         ids=["reinforce", "ppo_critic", "ppo_critic-untied", "dpo", "prioritized", "uniform"])
+def test_resume_in_process_is_exact_for_each_kind_of_state(tmp_path, overrides):
+    """3 steps, the snapshot through a file, a trainer of other initial weights loads it, 3 more ==
+    6 straight: the moving-average baseline, the critic and its optimizer, DPO's frozen reference and
+    each sampler's selection state come back (AdderRLConfig draws with replay, so every case but the
+    last two carries the replay buffer; the subprocess tests above cover a few of these states)."""
+    straight = make_trainer(**overrides)
+    for _ in range(6):
+        straight.train_step()
+    half = make_trainer(**overrides)
+    for _ in range(3):
+        half.train_step()
+    torch.save(half.state_dict(), tmp_path / "half.pt")
+    fresh = make_trainer(seed=999, **overrides)
+    fresh.config = fresh.rollouts.config = make_trainer(**overrides).config
+    fresh.load_state_dict(torch.load(tmp_path / "half.pt", weights_only=True))
+    for _ in range(3):
+        fresh.train_step()
+    assert_same_state(straight.state_dict(), fresh.state_dict())
 
 
 def test_resume_in_process_is_exact_and_the_negative_control_fails(tmp_path, monkeypatch):
@@ -142,43 +195,22 @@ def test_torchrun_max_restarts_resumes_after_a_crash(tmp_path):
     assert_same_state(load(straight / "rl_snapshot_8.pt"), load(out / "rl_snapshot_8.pt"))
 
 
-def alive(pid: int) -> bool:
-    """A process that exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("phase", ["warm start", "RL"])
-def test_workers_stop_when_their_launcher_is_killed_and_the_same_command_resumes(tmp_path, phase):
-    """kill -9 on the torchrun launcher alone (as an out-of-memory kill or a scheduler would): its
-    workers, each in a session of its own, exit within seconds, and the same command then resumes
-    to the uninterrupted run's state."""
-    args = [*KILL_ARGS, "--init_from=sft", "--sft_max_steps=30", "--sft_target_accuracy=1.0", "--sft_save_interval=4",
-            "--sft_eval_interval=10", "--sft_num_eval=20"]
+def test_workers_stop_when_their_launcher_is_killed_during_the_warm_start_and_the_same_command_continues(tmp_path):
+    """The warm start's side of kill_launcher (RL's is a case of the SIGKILL test above): the same
+    command continues the warm start to the uninterrupted run's state."""
+    args = [*KILL_ARGS, "--init_from=sft", "--sft_max_steps=16", "--sft_target_accuracy=1.0", "--sft_save_interval=4",
+            "--sft_eval_interval=8", "--sft_num_eval=20", "--rl_train_steps=2"]
     straight = straight_run(tmp_path, args, torchrun=2)
     out = tmp_path / "orphaned"
     args = [*args, f"--out_dir={out}"]
     proc = start(args, torchrun=2)
-    wait_for(out / ("warm_start_progress.pt" if phase == "warm start" else "rl_snapshot_3.pt"), proc)
-    workers = children(proc.pid)
-    assert len(workers) == 2
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=60)
-    deadline = time.time() + 5
-    while any(alive(pid) for pid in workers) and time.time() < deadline:
-        time.sleep(0.05)
-    assert not any(alive(pid) for pid in workers), "a worker outlived its launcher by 5 s"
-    if phase == "warm start":
-        assert not (out / "warm_start.pt").exists(), "the warm start finished before the kill; the test proved nothing"
-    else:
-        assert not (out / "rl_snapshot_8.pt").exists(), "the run finished before the kill; the test proved nothing"
+    wait_for(out / "warm_start_progress.pt", proc)
+    kill_launcher(proc)
+    assert not (out / "warm_start.pt").exists(), "the warm start finished before the kill; the test proved nothing"
     again = run(args, torchrun=2)
-    assert ("Warm start: continuing from step" if phase == "warm start" else "Resumed from") in again.stdout
-    assert_same_state(load(straight / "rl_snapshot_8.pt"), load(out / "rl_snapshot_8.pt"))
+    assert "Warm start: continuing from step" in again.stdout
+    assert_same_state(load(straight / "rl_snapshot_2.pt"), load(out / "rl_snapshot_2.pt"))
     assert metrics(straight) == metrics(out)
 
 
@@ -199,8 +231,8 @@ def test_second_run_on_the_same_folder_is_refused_and_a_dead_run_leaves_no_lock(
 @pytest.mark.slow
 def test_soak_random_kills_of_a_two_process_run(tmp_path):
     """Kill a 2-process run at random moments several times, restart it each time, and compare
-    its final snapshot with an uninterrupted run's."""
-    args = [*KILL_ARGS, "--rl_train_steps=16", "--save_interval=2"]
+    its final snapshot, problem selection's state included, with an uninterrupted run's."""
+    args = [*KILL_ARGS, "--rl_train_steps=16", "--save_interval=2", "--problem_sampler=prioritized"]
     straight = straight_run(tmp_path, args, torchrun=2)
     out = tmp_path / "soak"
     rng = random.Random(0)
