@@ -192,6 +192,16 @@ def answer_logits(model, sequences: torch.Tensor, prompt_len: int, temperature: 
     return model(sequences[:, :-1])[:, prompt_len - 1:].float() / temperature
 
 
+@torch.no_grad()
+def policy_logprobs(model, sequences: torch.Tensor, generated: torch.Tensor, prompt_len: int, temperature: float,
+                    num_chunks: int = 1) -> torch.Tensor:
+    """(N, A) log-probs of the generated answers under `model`, without gradient, in num_chunks
+    forward passes (to bound memory as the update's micro-batches do)."""
+    parts = [token_logprobs(answer_logits(model, seq, prompt_len, temperature), gen)
+             for seq, gen in zip(torch.tensor_split(sequences, num_chunks), torch.tensor_split(generated, num_chunks))]
+    return torch.cat(parts)
+
+
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """log softmax(logits) at the chosen tokens: logits (N, A, V), tokens (N, A) -> (N, A)."""
     return F.log_softmax(logits.float(), dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)

@@ -11,7 +11,6 @@ every rank: configs/cli.py), join the process group, build the model and trainer
 resume, then the RL loop (step, log, evaluate, snapshot), the final evaluation, cleanup.
 """
 
-import json
 import os
 import sys
 import time
@@ -26,10 +25,11 @@ from configs.base import BaseRLConfig, ConfigError
 from configs.cli import CommandLine, build_config, parse_command_line, print_help
 from rl import dist
 from rl.dist import print0
-from rl.logger import MetricsLogger, make_logger
+from rl.logger import make_logger
 from rl.math_trainer import MathRLTrainer, TrainingError
 from rl.run_control import GracefulStop, RunLock, check_writable
-from rl.snapshot import SnapshotWriteError, check_init_from, find_resume, remove_snapshots, save_step
+from rl.run_dir import config_path, progress_path, remove_snapshots, summary_path, truncate_metrics, write_json
+from rl.snapshot import SnapshotWriteError, check_init_from, find_resume, save_step
 from rl.warm_start import check_cache, init_policy
 
 
@@ -59,12 +59,12 @@ def where_rl_starts(trainer: MathRLTrainer, resume, stop: GracefulStop):
         trainer.load_state_dict(snap)
         print0(f"Resumed from {snap_path} at step {trainer.step}/{config.rl_train_steps}")
         if info.is_main:
-            MetricsLogger.truncate(config.out_dir, trainer.step)  # the lines after it are about to be redone
+            truncate_metrics(config.out_dir, trainer.step)  # the lines after it are about to be redone
         return {}
     if info.is_main:  # a fresh run replaces the old one's snapshots and metrics (the cached warm start stays)
         if remove_snapshots(config.out_dir):
             print0(f"Starting over: removed the old snapshots from {config.out_dir}")
-        MetricsLogger.truncate(config.out_dir)
+        truncate_metrics(config.out_dir)
     return init_policy(config, trainer.env, trainer.policy, info,
                        should_stop=lambda: dist.any_rank(stop.requested, info.device))
 
@@ -82,13 +82,12 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, s
     init_info = where_rl_starts(trainer, resume, stop)
     if init_info is None:
         print0(f"Stopped by {stop.name} during the warm start; its progress is saved in "
-               f"{os.path.join(config.out_dir, 'warm_start_progress.pt')}; run the same command to continue")
+               f"{progress_path(config.out_dir)}; run the same command to continue")
         return 0
     logger = make_logger(config, info.is_main, not cli.no_wandb, snap.get("wandb_run_id") if snap else None)
     save = lambda: save_step(trainer, {"wandb_run_id": logger.run_id}, config.keep_snapshots, info)
     if info.is_main:
-        with open(os.path.join(config.out_dir, "config.json"), "w") as f:
-            json.dump({"config_name": config.name, **config.to_dict()}, f, indent=2)
+        write_json(config_path(config.out_dir), {"config_name": config.name, **config.to_dict()})
     start, start_metrics = None, {}
     if trainer.step == 0:
         start = evaluate(trainer, start_metrics, "RL starts from ")
@@ -141,8 +140,7 @@ def write_summary(trainer: MathRLTrainer, result, start, totals: dict, init_info
                "rl_answers_generated": totals["answers"],
                "rl_samples_per_second": totals["answers"] / max(totals["train_seconds"], 1e-9),
                "total_seconds": time.time() - totals["t_start"], **init_info}
-    with open(os.path.join(config.out_dir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    write_json(summary_path(config.out_dir), summary)
 
 
 def main(argv=None) -> int:

@@ -105,10 +105,13 @@ def refill_size(num_wanted: int, num_sampled: int, num_kept: int, max_prompts: i
 class RolloutCollector:
     """Draws problems, samples and scores answers, and refills dynamic sampling's dropped groups."""
 
-    def __init__(self, config, env, model: torch.nn.Module, reward_weights: dict, problem_sampler, info):
-        """model: the plain (unwrapped) policy, which samples; problem_sampler: rl/problem_sampler.py."""
+    def __init__(self, config, env, model: torch.nn.Module, reward_weights: dict, problem_sampler, info, *,
+                 keep_only_right: bool = False):
+        """model: the plain (unwrapped) policy, which samples; problem_sampler: rl/problem_sampler.py;
+        keep_only_right: the batch keeps only exactly right answers (the objective says: rft's)."""
         self.config, self.env, self.model, self.info = config, env, model, info
         self.reward_weights, self.problem_sampler = reward_weights, problem_sampler
+        self.keep_only_right = keep_only_right
 
     @torch.no_grad()
     def sample_round(self, num_prompts: int, rngs: tuple, generator, stats: RolloutStats) -> Rollout:
@@ -163,6 +166,6 @@ class RolloutCollector:
                 size = refill_size(num_prompts, num_sampled, num_kept, max_prompts=4 * num_prompts)
                 batch = self.sample_round(size, rngs, sampling, stats)
             batch = Rollout.cat(kept).select(slice(0, num_prompts * G))
-        if c.objective == "rft":
+        if self.keep_only_right:
             batch = batch.select(exact_match(self.env, batch.targets, batch.generated) == 1)
         return first, batch, stats
