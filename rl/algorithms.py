@@ -371,7 +371,7 @@ def preference_pairs(rewards: torch.Tensor, group_size: int) -> tuple:
     """Pairs of answers to the same prompt with different rewards: within each group of G, the
     answers sorted by reward (highest first), the i-th paired with the i-th from the end while the
     first's reward is higher (so a group with k right and G - k wrong answers gives min(k, G - k)
-    pairs, none when all are equal). rewards (N,) -> (chosen indices (P,), rejected indices (P,))."""
+    pairs, none when all are equal). rewards (N,) -> (chosen indices (num_pairs,), rejected indices (num_pairs,))."""
     chosen, rejected = [], []
     grouped = rewards.view(-1, group_size).tolist()
     for g, group in enumerate(grouped):
@@ -391,11 +391,11 @@ def sequence_logprobs(logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def dpo_loss(chosen: torch.Tensor, rejected: torch.Tensor, ref_chosen: torch.Tensor, ref_rejected: torch.Tensor,
              beta: float, num_pairs: float = None) -> tuple:
-    """The DPO loss (Rafailov et al. 2023, eq. 7) over pairs of sequence log-probs (P,) each:
+    """The DPO loss (Rafailov et al. 2023, eq. 7) over pairs of sequence log-probs (num_pairs,) each:
 
         -log sigmoid(beta * [(log pi(y_w) - log pi_ref(y_w)) - (log pi(y_l) - log pi_ref(y_l))])
 
-    summed and divided by num_pairs (default P; pass the count over all ranks). The implicit
+    summed and divided by num_pairs (default: the pairs given; pass the count over all ranks). The implicit
     rewards are beta * (log pi - log pi_ref). Returns (loss, stats) with sums over the pairs:
     "pairs", "preferred" (chosen's implicit reward above the rejected's), "chosen_reward",
     "rejected_reward"."""

@@ -219,7 +219,7 @@ class MathRLTrainer:
         """The step's metrics (README "Metrics" says what each means), summed over ranks by name."""
         G, env = self.config.rl_rollout_size, self.env
         first_mask = answer_mask(first.generated, env.end_token)
-        local = {"exact": exact_match(env, first.targets, first.generated).sum(),
+        local = {"exact": exact_match(env, first.solutions, first.generated).sum(),
                  "groups_equal": group_all_equal(first.rewards, G).sum(), "groups": len(first) // G,
                  "answer_tokens": first_mask.sum(), "entropy": masked(first.entropy, first_mask).sum(),
                  "informative": stats["informative"], "batch": len(batch), "rounds": sampled.rounds,
@@ -284,7 +284,7 @@ class MathRLTrainer:
             self._eval_sets[split] = self.env.eval_operands(self.config.num_eval, split)
         return self._eval_sets[split]
 
-    def evaluate(self, split: str = "test") -> EvalResult:
+    def accuracy(self, split: str = "test") -> EvalResult:
         """Greedy final-answer accuracy on the fixed evaluation set of `split` (test for reporting,
         validation for choosing)."""
         c = self.config

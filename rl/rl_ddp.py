@@ -33,10 +33,10 @@ from rl.snapshot import SnapshotWriteError, check_init_from, find_resume, save_s
 from rl.warm_start import check_cache, init_policy
 
 
-def evaluate(trainer: MathRLTrainer, metrics: dict, prefix: str):
+def evaluate_and_report(trainer: MathRLTrainer, metrics: dict, prefix: str):
     """Evaluate on the test split (what is reported, with a few mistakes printed) and on the
     validation split (what choices look at); add both to `metrics`; return the test result."""
-    result, validation = trainer.evaluate("test"), trainer.evaluate("validation")
+    result, validation = trainer.accuracy("test"), trainer.accuracy("validation")
     metrics.update({**result.metrics("eval"), **validation.metrics("val")})
     print0(f"{prefix}{result.summary()}; validation {validation.accuracy:.4f}")
     for line in result.mistakes:
@@ -90,7 +90,7 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, s
         write_json(config_path(config.out_dir), {"config_name": config.name, **config.to_dict()})
     start, start_metrics = None, {}
     if trainer.step == 0:
-        start = evaluate(trainer, start_metrics, "RL starts from ")
+        start = evaluate_and_report(trainer, start_metrics, "RL starts from ")
         logger.log({**start_metrics, "perf/run_seconds": time.time() - t_start}, step=0)
 
     # ---- the RL loop: a step, its metrics, an evaluation every eval_interval steps and a snapshot
@@ -104,7 +104,8 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, s
         step, last = trainer.step, trainer.step == config.rl_train_steps
         totals["train_seconds"] += metrics["perf/step_seconds"]
         totals["answers"] += metrics["train/answers_generated"]
-        result = evaluate(trainer, metrics, f"Step {step}: ") if step % config.eval_interval == 0 or last else None
+        due = step % config.eval_interval == 0 or last  # and the last step's, which the summary reports
+        result = evaluate_and_report(trainer, metrics, f"Step {step}: ") if due else None
         metrics["perf/run_seconds"] = time.time() - t_start
         logger.log(metrics, step=step)
         bar.update(1)
@@ -122,7 +123,7 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, s
     bar.close()
 
     # ---- final evaluation, and what this invocation did (for rl/tools/benchmark.py and for people)
-    result = result or evaluate(trainer, {}, "Final: ")
+    result = result or evaluate_and_report(trainer, {}, "Final: ")
     print0(f"Final held-out accuracy: {result.accuracy:.4f} ({result.num_problems} problems, greedy)")
     if info.is_main:
         write_summary(trainer, result, start, {**totals, "t_start": t_start}, init_info)

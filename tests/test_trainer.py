@@ -89,7 +89,7 @@ def batch_for_reference(trainer, state):
             "ref_logp": reference.answer_logprobs(trainer.ref_model, batch.prompts, batch.generated, T)
             if c.kl_coef > 0 else None}
     if c.objective == "rft":
-        assert (batch.generated == batch.targets).all()  # only exactly right answers are trained on
+        assert (batch.generated == batch.solutions).all()  # only exactly right answers are trained on
         data["advantages"] = torch.ones(len(batch))
     if c.objective == "dpo":
         data["chosen"], data["rejected"] = reference.pairs(rewards, c.rl_rollout_size)
@@ -318,7 +318,7 @@ def test_step_metrics_count_what_happened():
     trainer.sample = lambda step: seen.setdefault("out", real(step))
     metrics = trainer.train_step()
     first, batch, sampled = seen["out"]
-    exact = (first.generated == first.targets).all(dim=1).float().mean().item()
+    exact = (first.generated == first.solutions).all(dim=1).float().mean().item()
     assert metrics["train/accuracy"] == pytest.approx(exact)
     assert metrics["train/avg_reward"] == pytest.approx(first.rewards.mean().item())
     assert metrics["train/answers_generated"] == sampled.answers > len(first)  # every round counted
