@@ -13,6 +13,7 @@ from typing import Optional, Union, get_args, get_origin
 
 from model.gpt import GPTConfig
 from rl.algorithms import ALGORITHMS, KL_PLACEMENT, resolve
+from rl.dist import check_device_and_backend
 from rl.math_env import MathEnvironment
 from rl.math_reward import parse_reward_spec
 from rl.problem_sampler import PROBLEM_SAMPLERS, PrioritizedSampler
@@ -244,7 +245,8 @@ class BaseRLConfig:
             env = MathEnvironment(**self.task_args())
             GPTConfig(**{**self.model_args(), "vocab_size": env.vocab_size})
             settings = resolve(self.rl_algorithm, {k: getattr(self, k) for k in ALGORITHM_FIELDS},
-                               self.rl_rollout_size)
+                               self.rl_rollout_size, self.kl_estimator)
+            check_device_and_backend(self.device, self.backend)
             parse_reward_spec(self.rewards, self.show_work)
             if self.problem_sampler == "prioritized":
                 PrioritizedSampler.check_fits(env)
@@ -279,12 +281,6 @@ class BaseRLConfig:
     def _check_run_settings(self):
         if self.problem_sampler not in PROBLEM_SAMPLERS:
             raise ConfigError(f"unknown problem_sampler {self.problem_sampler!r}; known: {', '.join(PROBLEM_SAMPLERS)}")
-        if self.kl_estimator not in KL_PLACEMENT:
-            raise ConfigError(f"unknown kl_estimator {self.kl_estimator!r}; known: {', '.join(KL_PLACEMENT)}")
-        if self.device not in ("auto", "cpu", "cuda"):
-            raise ConfigError(f"device must be 'auto', 'cpu' or 'cuda', got {self.device!r}")
-        if self.backend not in ("auto", "gloo", "nccl"):
-            raise ConfigError(f"backend must be 'auto', 'gloo' or 'nccl', got {self.backend!r}")
         if self.vocab_size or self.max_seq_len:
             raise ConfigError("vocab_size and max_seq_len are derived from the task; do not set them")
         if (self.rl_batch_size * self.rl_rollout_size) % self.rl_ga_steps != 0:

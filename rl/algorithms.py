@@ -78,9 +78,11 @@ ALGORITHMS = {
 OBJECTIVES = ("policy_gradient", "dpo", "rft")
 
 
-def resolve(algorithm: str, explicit: dict, group_size: int) -> dict:
+def resolve(algorithm: str, explicit: dict, group_size: int, kl_estimator: str = "k2") -> dict:
     """The settings of `algorithm`'s row, each replaced by its `explicit` value when that is not None;
     ValueError (one line) for an unknown name or a setting the formulas cannot take."""
+    if kl_estimator not in KL_PLACEMENT:
+        raise ValueError(f"unknown kl_estimator {kl_estimator!r}; known: {', '.join(KL_PLACEMENT)}")
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown rl_algorithm {algorithm!r}; known: {', '.join(ALGORITHMS)}")
     settings = {k: v if explicit.get(k) is None else explicit[k] for k, v in ALGORITHMS[algorithm].items()}

@@ -136,18 +136,25 @@ def save_progress(config: BaseRLConfig, model, optimizer, scheduler, state: dict
     dist.barrier()
 
 
+def teacher_forced_step(policy, env: MathEnvironment, optimizer, a, b, device, *, grad_clip: float = 0.0):
+    """One optimizer step on supervised_loss of the problems (a, b), the gradient's norm clipped to
+    grad_clip (0: not clipped); returns the loss. The one supervised step of the project: the warm
+    start, the benchmark's matched-compute baseline, the answer-format curves and the tests use it."""
+    loss = supervised_loss(policy, env, a, b, device)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(dist.unwrap(policy).parameters(), grad_clip)
+    optimizer.step()
+    return loss
+
+
 def supervised_step(policy, env: MathEnvironment, optimizer, config: BaseRLConfig, info: dist.DistInfo, step: int):
     """One teacher-forced step on this rank's share of the step's training problems; returns the loss."""
     seeding.seed_dropout(config.seed, info.rank, step)
     problems = seeding.numpy_rng(config.seed, info.rank, step, seeding.SFT_PROBLEMS)
-    loss = supervised_loss(policy, env, *env.sample_operands(config.sft_batch_size // info.world_size, problems),
-                           info.device)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    if config.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(dist.unwrap(policy).parameters(), config.grad_clip)
-    optimizer.step()
-    return loss
+    a, b = env.sample_operands(config.sft_batch_size // info.world_size, problems)
+    return teacher_forced_step(policy, env, optimizer, a, b, info.device, grad_clip=config.grad_clip)
 
 
 def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: dist.DistInfo,

@@ -140,13 +140,10 @@ def test_every_optimizer_step_takes_the_reference_gradient(case):
 
 def supervised(trainer, steps: int):
     import numpy as np
-    from rl.warm_start import supervised_loss
+    from rl.warm_start import teacher_forced_step
     optimizer, rng = torch.optim.Adam(trainer.model.parameters(), lr=3e-3), np.random.default_rng(0)
     for _ in range(steps):
-        loss = supervised_loss(trainer.model, trainer.env, *trainer.env.sample_operands(64, rng), "cpu")
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+        teacher_forced_step(trainer.model, trainer.env, optimizer, *trainer.env.sample_operands(64, rng), "cpu")
     trainer.model.zero_grad(set_to_none=True)
 
 

@@ -52,7 +52,7 @@ from rl.update import lr_lambda
 from rl.snapshot import load_snapshot
 from rl.tools import launch
 from rl.tools.report import first_reaching, markdown_table, median_range, svg_lines
-from rl.warm_start import supervised_loss
+from rl.warm_start import teacher_forced_step
 
 TARGETS = (0.95, 0.99, 0.995)
 RESULTS = os.path.join(launch.REPO, "results", "benchmark")
@@ -140,11 +140,8 @@ def supervised_baseline(row: dict, config_name: str, seed: int) -> dict:
     def step(i: int, total: int):
         for group in optimizer.param_groups:  # RL's schedule: 10 warmup steps, cosine decay to a tenth
             group["lr"] = config.sft_learning_rate * lr_lambda(i, warmup_steps=10, total_steps=total, min_lr_ratio=0.1)
-        loss = supervised_loss(model, env, *env.sample_operands(config.sft_batch_size, rng), "cpu")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
+        teacher_forced_step(model, env, optimizer, *env.sample_operands(config.sft_batch_size, rng), "cpu",
+                            grad_clip=config.grad_clip)
 
     t0 = time.time()
     for i in range(5):  # time a few steps (still warming up), then fix how many fit in RL's seconds

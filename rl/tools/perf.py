@@ -134,7 +134,8 @@ def measure_steps(config_name: str, steps: int = 6):
     trainer.train_step()  # warm-up: first-call allocations
     rows = [trainer.train_step() for _ in range(steps)]
     step_s = statistics.median(r["perf/step_seconds"] for r in rows)
-    eval_s = seconds_per_call(lambda: (trainer.accuracy("test"), trainer.accuracy("validation")), reps=1) / c.eval_interval
+    both_splits = lambda: (trainer.accuracy("test"), trainer.accuracy("validation"))  # as each evaluation does
+    eval_s = seconds_per_call(both_splits, reps=1) / c.eval_interval
     total = step_s + eval_s
     shares = {k: statistics.median(r[f"perf/{k}_share"] for r in rows) * step_s / total
               for k in ("rollout", "reward", "update")}
