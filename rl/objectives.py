@@ -97,8 +97,10 @@ class PolicyGradient:
         """The policy-gradient loss of one micro-batch (normalised by whole-minibatch counts), with the
         entropy and KL terms that apply, and its statistics."""
         c = self.config
-        logits = answer_logits(policy, part.sequences, self.env.prompt_len, c.rl_temperature)  # (n, A, V)
+        # (n, A, V) at the sampling temperature: the distribution the answers were drawn from
+        logits = answer_logits(policy, part.sequences, self.env.prompt_len, c.rl_temperature)
         logp = token_logprobs(logits, part.generated)
+        # old_logp None (one update per rollout): the plain policy gradient; else PPO's clipped ratio
         policy_loss, stats = compute_policy_loss(logp, part.old_logp, part.advantages, part.mask, clip_low=c.clip_low,
                                                  clip_high=c.clip_high, aggregation=c.loss_aggregation, **norm)
         out = dict(policy_loss=policy_loss.detach(), **stats)
@@ -221,7 +223,7 @@ class Preference:
 
     def targets(self, batch: Rollout, rewards: torch.Tensor, stats: dict) -> Pairs:
         G = self.config.rl_rollout_size
-        chosen, rejected = preference_pairs(rewards, G)
+        chosen, rejected = preference_pairs(rewards, G)  # within each group of G: a group all equal gives none
         stats.update(pairs=len(chosen), informative=2 * len(chosen), groups_paired=len(set((chosen // G).tolist())))
         return Pairs(chosen, rejected)
 
@@ -238,8 +240,10 @@ class Preference:
     def loss(self, policy, part: UpdateBatch, norm: dict) -> dict:
         """The DPO loss of one micro-batch of pairs (normalised by the minibatch's pairs, all ranks)."""
         c, (n, _, A) = self.config, part.generated.shape
+        # chosen and rejected in one forward: (n, 2, ...) flattened to (2n, ...) and back
         logits = answer_logits(policy, part.sequences.flatten(0, 1), self.env.prompt_len, c.rl_temperature)
         logp = sequence_logprobs(token_logprobs(logits, part.generated.flatten(0, 1)).view(n, 2, A), part.mask)
+        # the reference's log-probs were taken once per step (update_batch); pairs counted over all ranks
         loss, stats = dpo_loss(logp[:, 0], logp[:, 1], part.ref_logp[:, 0], part.ref_logp[:, 1], c.dpo_beta,
                                num_pairs=norm["num_sequences"])
         if not part.mask.any():  # the empty stand-in of a rank with nothing to forward

@@ -78,7 +78,7 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, s
            f"{info.device.type}, {dist.num_threads()} thread(s) each, out_dir={config.out_dir}")
 
     # ---- where RL starts: the snapshot to continue, or the warm start (trained, or cached in out_dir)
-    snap = resume[0]
+    snap = resume[0]  # its wandb run id lets a restarted run log on to the same wandb run
     init_info = where_rl_starts(trainer, resume, stop)
     if init_info is None:
         print0(f"Stopped by {stop.name} during the warm start; its progress is saved in "
@@ -86,10 +86,10 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, s
         return 0
     logger = make_logger(config, info.is_main, not cli.no_wandb, snap.get("wandb_run_id") if snap else None)
     save = lambda: save_step(trainer, {"wandb_run_id": logger.run_id}, config.keep_snapshots, info)
-    if info.is_main:
+    if info.is_main:  # the resolved config beside the metrics, so the tools read what actually ran
         write_json(config_path(config.out_dir), {"config_name": config.name, **config.to_dict()})
     start, start_metrics = None, {}
-    if trainer.step == 0:
+    if trainer.step == 0:  # a resumed run logged its step 0 already
         start = evaluate_and_report(trainer, start_metrics, "RL starts from ")
         logger.log({**start_metrics, "perf/run_seconds": time.time() - t_start}, step=0)
 
@@ -98,23 +98,23 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, s
     totals = dict(first_step=trainer.step, train_seconds=0.0, answers=0.0, t_rl=time.time())
     bar = tqdm(total=config.rl_train_steps, initial=trainer.step, desc="RL", disable=not info.show_progress,
                dynamic_ncols=True)
-    result = None
-    while trainer.step < config.rl_train_steps:
-        metrics = trainer.train_step()
+    result = None  # the last evaluation, reused at the end when the last step made one
+    while trainer.step < config.rl_train_steps:  # from the snapshot's step on a resumed run
+        metrics = trainer.train_step()  # sample, score, advantages, update: rl/math_trainer.py
         step, last = trainer.step, trainer.step == config.rl_train_steps
-        totals["train_seconds"] += metrics["perf/step_seconds"]
-        totals["answers"] += metrics["train/answers_generated"]
+        totals["train_seconds"] += metrics["perf/step_seconds"]  # steps only: evaluation and saving excluded
+        totals["answers"] += metrics["train/answers_generated"]  # refills included: what sampling cost
         due = step % config.eval_interval == 0 or last  # and the last step's, which the summary reports
         result = evaluate_and_report(trainer, metrics, f"Step {step}: ") if due else None
-        metrics["perf/run_seconds"] = time.time() - t_start
-        logger.log(metrics, step=step)
+        metrics["perf/run_seconds"] = time.time() - t_start  # the clock the benchmark's time-to-accuracy reads
+        logger.log(metrics, step=step)  # rank 0 only; the other ranks' logger drops it
         bar.update(1)
         if step % config.log_interval == 0 or result is not None:
             print0(console_line(metrics, config))
         saved = step % config.save_interval == 0 or last
-        path = save() if saved else None
-        if not last and dist.any_rank(stop.requested, info.device):
-            path = path or save()
+        path = save() if saved else None  # every rank joins: a full disk on rank 0 stops them all
+        if not last and dist.any_rank(stop.requested, info.device):  # any rank's signal stops all, here
+            path = path or save()  # a stop is never more than this step away from its snapshot
             bar.close()
             print0(f"Stopped by {stop.name or 'a signal on another rank'} after step {step}/{config.rl_train_steps}; "
                    f"snapshot {path}; run the same command to continue")
