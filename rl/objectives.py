@@ -55,6 +55,8 @@ class PolicyGradient:
     """The policy-gradient family (reinforce, grpo, rloo, ppo, dapo): per-answer advantages from the
     rewards, the clipped policy loss, a KL term (k2/k3) and an entropy bonus when configured."""
     sums = ()  # statistics of its own that the update sums, beside the trainer's
+    owned = ()  # config fields only this objective reads (refused with any other)
+    owner = ""  # how a message names it
     needs_reference = False  # the frozen policy RL starts from (a KL term asks for it too)
     keep_only_right = False  # rollouts drop every answer that is not exactly right
 
@@ -65,6 +67,12 @@ class PolicyGradient:
         # An answer with advantage exactly 0 adds nothing to the policy loss; unless a KL or entropy
         # term in the loss gives it a gradient of its own, it need not be forwarded.
         self.skip_zero = not self.kl_in_loss and config.entropy_coef == 0
+
+    @staticmethod
+    def ignored(config, settings: dict, given, changed) -> str:
+        """The fix for a setting this objective would silently ignore, or "" (configs/base.py asks
+        before start). given(name): a row setting set explicitly; changed(name): off the preset's."""
+        return ""
 
     def start(self, model: torch.nn.Module):
         """On the first RL step: the networks that start from the policy as RL found it (none here)."""
@@ -137,6 +145,21 @@ class RejectionSampling(PolicyGradient):
     has advantage 1: the policy loss is then their log-likelihood."""
     keep_only_right = True
 
+    @staticmethod
+    def ignored(config, settings: dict, given, changed) -> str:
+        if config.kl_coef > 0 and KL_PLACEMENT[config.kl_estimator] == "reward":
+            return ("kl_estimator=k1 puts the KL in the reward, which rft never reads (every right answer has "
+                    "advantage 1); use kl_estimator=k2 or k3")
+        if given("advantage_mode"):
+            return "advantage_mode has no effect with objective=rft: every right answer has advantage 1; leave it unset"
+        if given("loss_aggregation"):
+            return ("loss_aggregation has no effect with objective=rft: every answer it trains on is exactly right, "
+                    "so of full length, and all aggregations agree; leave it unset")
+        if changed("rewards") and not settings["dynamic_sampling"]:
+            return ("rewards have no effect with objective=rft: it keeps the answers that are exactly right; "
+                    "leave rewards at its default")
+        return ""
+
     def advantages(self, rewards: torch.Tensor, stats: dict) -> torch.Tensor:
         return torch.ones_like(rewards)
 
@@ -147,6 +170,8 @@ class ActorCritic(PolicyGradient):
     advantages are GAE per token whitened over the batch, and the critic's clipped value loss joins
     the policy's in one backward, its own AdamW beside the policy's."""
     sums = ("value_loss", "value_clipped")
+    owned = ("gamma", "gae_lambda", "value_clip", "critic_learning_rate")
+    owner = "the critic (advantage_mode=gae, rl_algorithm=ppo_critic)"
 
     def __init__(self, config, env, info: dist.DistInfo):
         super().__init__(config, env, info)
@@ -210,6 +235,8 @@ class Preference:
     """objective=dpo (online DPO): answers to the same prompt paired, higher reward chosen and lower
     rejected, and the DPO loss against the frozen policy RL started from."""
     sums = ("pairs", "preferred", "chosen_reward", "rejected_reward")
+    owned = ("dpo_beta",)
+    owner = "objective=dpo"
     skip_zero = False
     needs_reference = True
     keep_only_right = False
@@ -217,6 +244,17 @@ class Preference:
     def __init__(self, config, env, info: dist.DistInfo):
         self.config, self.env, self.info = config, env, info
         self.learners = []
+
+    @staticmethod
+    def ignored(config, settings: dict, given, changed) -> str:
+        if config.kl_coef > 0:
+            return "kl_coef has no effect with objective=dpo: dpo_beta is DPO's KL strength; set kl_coef=0"
+        if config.entropy_coef > 0:
+            return "entropy_coef has no effect with objective=dpo: the DPO loss has no entropy term; set entropy_coef=0"
+        name = next((n for n in ("advantage_mode", "loss_aggregation", "clip_low", "clip_high") if given(n)), None)
+        if name:
+            return f"{name} has no effect with objective=dpo: the DPO loss reads pairs, not advantages; leave it unset"
+        return ""
 
     def start(self, model: torch.nn.Module):
         pass
@@ -276,6 +314,9 @@ OBJECTIVES = {"policy_gradient": PolicyGradient, "actor_critic": ActorCritic, "r
               "dpo": Preference}
 
 
+def objective_class(objective: str, advantage_mode: str) -> type:
+    return OBJECTIVES["actor_critic" if advantage_mode == "gae" else objective]
+
+
 def make_objective(config, env, info: dist.DistInfo):
-    name = "actor_critic" if config.advantage_mode == "gae" else config.objective
-    return OBJECTIVES[name](config, env, info)
+    return objective_class(config.objective, config.advantage_mode)(config, env, info)
