@@ -9,11 +9,16 @@ import pkgutil
 
 from configs.base import BaseRLConfig, ConfigError
 
+# not a module of presets: the command line, which imports this package back (scanning it would loop)
+NOT_SCANNED = ("cli",)
+
 
 def all_config_classes() -> dict:
     """{class name: class} for every config class defined in a module under configs/."""
     found = {}
     for info in pkgutil.iter_modules(__path__):
+        if info.name in NOT_SCANNED:
+            continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         for obj in vars(module).values():
             if isinstance(obj, type) and issubclass(obj, BaseRLConfig) and obj.__module__ == module.__name__:

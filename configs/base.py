@@ -12,9 +12,11 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Optional, Union, get_args, get_origin
 
 from model.gpt import GPTConfig
-from rl.algorithms import ALGORITHMS, KL_PLACEMENT, resolve
+from rl.algorithms import ALGORITHMS, resolve
+from rl.dist import check_device_and_backend
 from rl.math_env import MathEnvironment
 from rl.math_reward import parse_reward_spec
+from rl.objectives import OBJECTIVES, objective_class
 from rl.problem_sampler import PROBLEM_SAMPLERS, PrioritizedSampler
 
 # Field checks by kind; each owner (the environment, the model, the algorithm table, the rewards)
@@ -244,7 +246,8 @@ class BaseRLConfig:
             env = MathEnvironment(**self.task_args())
             GPTConfig(**{**self.model_args(), "vocab_size": env.vocab_size})
             settings = resolve(self.rl_algorithm, {k: getattr(self, k) for k in ALGORITHM_FIELDS},
-                               self.rl_rollout_size)
+                               self.rl_rollout_size, self.kl_estimator)
+            check_device_and_backend(self.device, self.backend)
             parse_reward_spec(self.rewards, self.show_work)
             if self.problem_sampler == "prioritized":
                 PrioritizedSampler.check_fits(env)
@@ -279,12 +282,6 @@ class BaseRLConfig:
     def _check_run_settings(self):
         if self.problem_sampler not in PROBLEM_SAMPLERS:
             raise ConfigError(f"unknown problem_sampler {self.problem_sampler!r}; known: {', '.join(PROBLEM_SAMPLERS)}")
-        if self.kl_estimator not in KL_PLACEMENT:
-            raise ConfigError(f"unknown kl_estimator {self.kl_estimator!r}; known: {', '.join(KL_PLACEMENT)}")
-        if self.device not in ("auto", "cpu", "cuda"):
-            raise ConfigError(f"device must be 'auto', 'cpu' or 'cuda', got {self.device!r}")
-        if self.backend not in ("auto", "gloo", "nccl"):
-            raise ConfigError(f"backend must be 'auto', 'gloo' or 'nccl', got {self.backend!r}")
         if self.vocab_size or self.max_seq_len:
             raise ConfigError("vocab_size and max_seq_len are derived from the task; do not set them")
         if (self.rl_batch_size * self.rl_rollout_size) % self.rl_ga_steps != 0:
@@ -297,42 +294,19 @@ class BaseRLConfig:
         """Refuse a setting the resolved algorithm would silently ignore: a user who sets an option and
         sees a run finish believes the option did something. Row settings count as set when given
         (not None); the others when they differ from the preset's default."""
-        objective, mode = settings["objective"], settings["advantage_mode"]
+        mode = settings["advantage_mode"]
         given = lambda name: getattr(self, name) is not None
-        changed = lambda name: getattr(self, name) != getattr(type(self), name)
-        fix = ""
-        if objective == "dpo":
-            if self.kl_coef > 0:
-                fix = "kl_coef has no effect with objective=dpo: dpo_beta is DPO's KL strength; set kl_coef=0"
-            elif self.entropy_coef > 0:
-                fix = ("entropy_coef has no effect with objective=dpo: the DPO loss has no entropy term; "
-                       "set entropy_coef=0")
-            elif next((n for n in ("advantage_mode", "loss_aggregation", "clip_low", "clip_high") if given(n)), None):
-                name = next(n for n in ("advantage_mode", "loss_aggregation", "clip_low", "clip_high") if given(n))
-                fix = (f"{name} has no effect with objective=dpo: the DPO loss reads pairs, not advantages; "
-                       f"leave it unset")
-        if objective == "rft":
-            if self.kl_coef > 0 and KL_PLACEMENT[self.kl_estimator] == "reward":
-                fix = ("kl_estimator=k1 puts the KL in the reward, which rft never reads (every right answer has "
-                       "advantage 1); use kl_estimator=k2 or k3")
-            elif given("advantage_mode"):
-                fix = ("advantage_mode has no effect with objective=rft: every right answer has advantage 1; "
-                       "leave it unset")
-            elif given("loss_aggregation"):
-                fix = ("loss_aggregation has no effect with objective=rft: every answer it trains on is exactly right, "
-                       "so of full length, and all aggregations agree; leave it unset")
-            elif changed("rewards") and not settings["dynamic_sampling"] and not debug:  # (--debug's partial credit)
-                fix = ("rewards have no effect with objective=rft: it keeps the answers that are exactly right; "
-                       "leave rewards at its default")
+        # --debug's partial-credit rewards are the debug preset's own, not the user's
+        changed = lambda name: getattr(self, name) != getattr(type(self), name) and not (debug and name == "rewards")
+        chosen = objective_class(settings["objective"], mode)
+        fix = chosen.ignored(self, settings, given, changed)  # what this objective would ignore
         if not fix and settings["ppo_epochs"] * settings["ppo_minibatches"] == 1:
             name = next((n for n in ("clip_low", "clip_high") if given(n)), None)
             if name:
                 fix = (f"{name} has no effect when each rollout feeds one optimizer step (the PPO ratio is 1); "
                        f"raise ppo_epochs or ppo_minibatches, or leave it unset")
-        owners = [(("gamma", "gae_lambda", "value_clip", "critic_learning_rate"), mode != "gae",
-                   "belongs to the critic (advantage_mode=gae, rl_algorithm=ppo_critic)"),
-                  (("dpo_beta",), objective != "dpo", "belongs to objective=dpo"),
-                  (("kl_estimator",), self.kl_coef == 0, "needs kl_coef > 0"),
+        owners = [(cls.owned, cls is not chosen, f"belongs to {cls.owner}") for cls in OBJECTIVES.values() if cls.owned]
+        owners += [(("kl_estimator",), self.kl_coef == 0, "needs kl_coef > 0"),
                   (("baseline_momentum",), mode != "baseline", "belongs to advantage_mode=baseline"),
                   (("priority_floor", "priority_decay"), self.problem_sampler != "prioritized",
                    "belongs to problem_sampler=prioritized"),

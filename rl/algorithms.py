@@ -78,9 +78,11 @@ ALGORITHMS = {
 OBJECTIVES = ("policy_gradient", "dpo", "rft")
 
 
-def resolve(algorithm: str, explicit: dict, group_size: int) -> dict:
+def resolve(algorithm: str, explicit: dict, group_size: int, kl_estimator: str = "k2") -> dict:
     """The settings of `algorithm`'s row, each replaced by its `explicit` value when that is not None;
     ValueError (one line) for an unknown name or a setting the formulas cannot take."""
+    if kl_estimator not in KL_PLACEMENT:
+        raise ValueError(f"unknown kl_estimator {kl_estimator!r}; known: {', '.join(KL_PLACEMENT)}")
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown rl_algorithm {algorithm!r}; known: {', '.join(ALGORITHMS)}")
     settings = {k: v if explicit.get(k) is None else explicit[k] for k, v in ALGORITHMS[algorithm].items()}
@@ -190,6 +192,16 @@ def answer_logits(model, sequences: torch.Tensor, prompt_len: int, temperature: 
     P - 1 (the prompt's last token) predicts the first answer token; the last token is never read.
     (The one place that calls a model: every log-prob of the project goes through it.)"""
     return model(sequences[:, :-1])[:, prompt_len - 1:].float() / temperature
+
+
+@torch.no_grad()
+def policy_logprobs(model, sequences: torch.Tensor, generated: torch.Tensor, prompt_len: int, temperature: float,
+                    num_chunks: int = 1) -> torch.Tensor:
+    """(N, A) log-probs of the generated answers under `model`, without gradient, in num_chunks
+    forward passes (to bound memory as the update's micro-batches do)."""
+    parts = [token_logprobs(answer_logits(model, seq, prompt_len, temperature), gen)
+             for seq, gen in zip(torch.tensor_split(sequences, num_chunks), torch.tensor_split(generated, num_chunks))]
+    return torch.cat(parts)
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
@@ -361,7 +373,7 @@ def preference_pairs(rewards: torch.Tensor, group_size: int) -> tuple:
     """Pairs of answers to the same prompt with different rewards: within each group of G, the
     answers sorted by reward (highest first), the i-th paired with the i-th from the end while the
     first's reward is higher (so a group with k right and G - k wrong answers gives min(k, G - k)
-    pairs, none when all are equal). rewards (N,) -> (chosen indices (P,), rejected indices (P,))."""
+    pairs, none when all are equal). rewards (N,) -> (chosen indices (num_pairs,), rejected indices (num_pairs,))."""
     chosen, rejected = [], []
     grouped = rewards.view(-1, group_size).tolist()
     for g, group in enumerate(grouped):
@@ -381,11 +393,11 @@ def sequence_logprobs(logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def dpo_loss(chosen: torch.Tensor, rejected: torch.Tensor, ref_chosen: torch.Tensor, ref_rejected: torch.Tensor,
              beta: float, num_pairs: float = None) -> tuple:
-    """The DPO loss (Rafailov et al. 2023, eq. 7) over pairs of sequence log-probs (P,) each:
+    """The DPO loss (Rafailov et al. 2023, eq. 7) over pairs of sequence log-probs (num_pairs,) each:
 
         -log sigmoid(beta * [(log pi(y_w) - log pi_ref(y_w)) - (log pi(y_l) - log pi_ref(y_l))])
 
-    summed and divided by num_pairs (default P; pass the count over all ranks). The implicit
+    summed and divided by num_pairs (default: the pairs given; pass the count over all ranks). The implicit
     rewards are beta * (log pi - log pi_ref). Returns (loss, stats) with sums over the pairs:
     "pairs", "preferred" (chosen's implicit reward above the rejected's), "chosen_reward",
     "rejected_reward"."""

@@ -43,9 +43,19 @@ def read_env() -> DistInfo:
                     int(os.environ.get("WORLD_SIZE", 1)))
 
 
+def check_device_and_backend(device: str, backend: str):
+    """ValueError (one line) for a device or backend name no machine runs (checked with the config;
+    pick_device_and_backend checks what this machine can run when the run starts)."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    if backend not in ("auto", "gloo", "nccl"):
+        raise ValueError(f"backend must be 'auto', 'gloo' or 'nccl', got {backend!r}")
+
+
 def pick_device_and_backend(device: str, backend: str, local_rank: int):
     """(torch.device, backend name) for the config's 'auto' / 'cpu' / 'cuda' and 'auto' / 'gloo' /
     'nccl'; ValueError (one line) for a combination this machine cannot run."""
+    check_device_and_backend(device, backend)
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device='cuda' was asked for but CUDA is not available here; use --device=cpu")
     use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())

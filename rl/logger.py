@@ -8,22 +8,12 @@ import json
 import os
 
 from rl.dist import print0
+from rl.run_dir import metrics_path
 
 
 class MetricsLogger:
     def __init__(self, jsonl_path: str = None, wandb_run=None):
         self.jsonl_path, self.wandb_run = jsonl_path, wandb_run
-
-    @staticmethod
-    def truncate(out_dir: str, step: int = -1):
-        """Drop the lines of out_dir/metrics.jsonl logged after `step` (a resumed run redoes them);
-        the default, -1, drops them all (a run that starts over)."""
-        path = os.path.join(out_dir, "metrics.jsonl")
-        if os.path.exists(path):
-            with open(path) as f:
-                kept = [line for line in f if json.loads(line)["step"] <= step]
-            with open(path, "w") as f:
-                f.writelines(kept)
 
     def log(self, metrics: dict, step: int):
         if self.jsonl_path:
@@ -68,4 +58,4 @@ def make_logger(config, is_main: bool, use_wandb: bool, run_id: str = None) -> M
         wandb_run = wandb.init(project=config.wandb_project, name=config.wandb_run_name or config.name,
                                config=config.to_dict(), dir=config.out_dir, id=run_id, resume="allow", mode=mode,
                                settings=wandb.Settings(silent=True))
-    return MetricsLogger(os.path.join(config.out_dir, "metrics.jsonl"), wandb_run)
+    return MetricsLogger(metrics_path(config.out_dir), wandb_run)

@@ -52,58 +52,30 @@ compare token tensors.
 import copy
 import math
 import time
-import warnings
-from collections import defaultdict
-from contextlib import ExitStack
-from dataclasses import dataclass, fields
-from functools import partial
-from typing import Optional
 
 import torch
 
 from configs.base import BaseRLConfig
-from model.gpt import GPT, Critic, GPTConfig, configure_optimizer
-from rl import dist, seeding
-from rl.algorithms import (KL_PLACEMENT, aggregate, answer_logits, answer_mask, compute_advantages, compute_entropy,
-                           compute_gae, compute_kl, compute_policy_loss, compute_value_loss, dpo_loss,
-                           explained_variance, group_all_equal, kl_reward_penalty, masked, preference_pairs,
-                           sequence_logprobs, token_logprobs, token_rewards, update_baseline, whiten)
+from model.gpt import GPT, GPTConfig
+from rl import dist
+from rl.algorithms import (KL_PLACEMENT, answer_mask, compute_kl, group_all_equal, kl_reward_penalty, masked,
+                           policy_logprobs, update_baseline)
 from rl.evaluate import EvalResult, evaluate
 from rl.math_env import MathEnvironment
 from rl.math_reward import exact_match, parse_reward_spec
+from rl.objectives import make_objective
 from rl.problem_sampler import make_problem_sampler
 from rl.rollout import Rollout, RolloutCollector, RolloutStats
+from rl.update import Learner, Updater, schedule
+
+POLICY_KEYS = ("model", "optimizer", "scheduler")  # the policy's names in a snapshot
+# what the update sums for every objective, beside the objective's own `sums`, for the metrics
+UPDATE_SUMS = ("policy_loss", "kl_loss", "entropy_loss", "clip_low", "clip_high", "ratio_sum", "tokens", "forwarded",
+               "rows")
 
 
 class TrainingError(RuntimeError):
     """The run cannot go on (numbers blew up); the message says why and what to try."""
-
-
-@dataclass
-class UpdateBatch:
-    """What the update trains on, row for row: sequences (N, P + A), generated (N, A), mask (N, A),
-    advantages (N,) or (N, A); old_logp (N, A), the sampling policy's log-probs for PPO ratios when a
-    rollout feeds several optimizer steps (None when it feeds one: on-policy); ref_logp (N, A), the
-    frozen reference's, when a KL term is in the loss; returns and old_values (N, A), the critic's
-    targets and its values when the rollout was scored (ppo_critic). For DPO a row is a pair: every
-    tensor has a second dimension of 2 (chosen, rejected) and ref_logp holds sequence log-probs."""
-    sequences: torch.Tensor
-    generated: torch.Tensor
-    mask: torch.Tensor
-    advantages: torch.Tensor
-    old_logp: Optional[torch.Tensor] = None
-    ref_logp: Optional[torch.Tensor] = None
-    returns: Optional[torch.Tensor] = None
-    old_values: Optional[torch.Tensor] = None
-
-    def select(self, rows) -> "UpdateBatch":
-        return UpdateBatch(*(None if getattr(self, f.name) is None else getattr(self, f.name)[rows]
-                             for f in fields(self)))
-
-
-# what the update sums over its micro-batches and optimizer steps, for the metrics
-UPDATE_SUMS = ("policy_loss", "kl_loss", "entropy_loss", "clip_low", "clip_high", "ratio_sum", "tokens", "forwarded",
-               "rows", "value_loss", "value_clipped", "pairs", "preferred", "chosen_reward", "rejected_reward")
 
 
 def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
@@ -113,34 +85,23 @@ def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
     return ref
 
 
-def lr_lambda(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float) -> float:
-    """Multiplier of the peak learning rate for the update after `step` updates: linear warmup
-    from 1/warmup_steps to 1, then cosine decay from 1 to min_lr_ratio at total_steps."""
-    if step < warmup_steps:
-        return (step + 1) / warmup_steps
-    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
-    return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
-
-
 class MathRLTrainer:
     def __init__(self, config: BaseRLConfig, env: MathEnvironment, policy: torch.nn.Module, info: dist.DistInfo):
         """policy: the GPT, already DDP-wrapped when there is more than one process."""
         self.config, self.env, self.policy, self.info = config, env, policy, info
         self.model = dist.unwrap(policy)
+        self.actor = Learner.build(self.model, policy, config, config.learning_rate)  # the policy, trained
+        self.objective = make_objective(config, env, info)  # stages 3-4: rl/objectives.py
+        self.updater = Updater(config, info, env.answer_len, env.pad_token)
         self.reward_weights = parse_reward_spec(config.rewards, env.show_work)
         self.local_prompts = config.rl_batch_size // info.world_size
-        self.optimizer, self.scheduler = self.optimizer_for(self.model, config.learning_rate)
         self.kl_placement = KL_PLACEMENT[config.kl_estimator] if config.kl_coef > 0 else None
         # the frozen policy RL starts from, kept only when a KL term or DPO needs it
-        self.needs_reference = self.kl_placement is not None or config.objective == "dpo"
+        self.needs_reference = self.kl_placement is not None or self.objective.needs_reference
         self.ref_model = None
-        self.critic = self.critic_model = self.critic_optimizer = self.critic_scheduler = None  # ppo_critic
-        # An answer with advantage exactly 0 adds nothing to the policy loss; unless a KL or entropy
-        # term in the loss, or a value loss, gives it a gradient of its own, it need not be forwarded.
-        self.skip_zero_advantage = (self.kl_placement != "loss" and config.entropy_coef == 0
-                                    and config.advantage_mode != "gae")
         self.problem_sampler = make_problem_sampler(config, env)  # which training problems a step draws
-        self.rollouts = RolloutCollector(config, env, self.model, self.reward_weights, self.problem_sampler, info)
+        self.rollouts = RolloutCollector(config, env, self.model, self.reward_weights, self.problem_sampler, info,
+                                         keep_only_right=self.objective.keep_only_right)
         self.baseline = None  # None until the first step; then a float, identical on every rank
         self.step = 0  # RL steps taken
         self.bad_steps_in_a_row = 0  # RL steps in a row with an update skipped for non-finite numbers
@@ -157,25 +118,17 @@ class MathRLTrainer:
         policy = dist.wrap(model, info)
         return cls(config, MathEnvironment(**config.task_args()), policy, info)
 
-    def optimizer_for(self, module: torch.nn.Module, lr: float):
-        """AdamW and the schedule of the RL step: linear warmup, then cosine decay (lr_lambda)."""
-        c = self.config
-        optimizer = configure_optimizer(module, lr=lr, weight_decay=c.weight_decay, betas=(c.adam_beta1, c.adam_beta2))
-        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, partial(
-            lr_lambda, warmup_steps=c.warmup_steps, total_steps=c.rl_train_steps, min_lr_ratio=c.min_lr_ratio))
+    @property
+    def learners(self) -> list:
+        """Every network the update trains, the policy first (the critic, if any, after it)."""
+        return [self.actor, *self.objective.learners]
 
     def start_models(self):
         """On the first step, the models that start from the policy as RL found it: the frozen
-        reference (KL, DPO) and the critic (ppo_critic). A resumed run loads them instead."""
+        reference (KL, DPO) and the objective's (ppo_critic's critic). A resumed run loads them instead."""
         if self.needs_reference and self.ref_model is None:
             self.ref_model = frozen_copy(self.model)
-        if self.config.advantage_mode == "gae" and self.critic is None:
-            self.set_critic(Critic.from_policy(self.model))
-
-    def set_critic(self, critic: Critic):
-        self.critic_model = critic
-        self.critic = dist.wrap(critic, self.info)
-        self.critic_optimizer, self.critic_scheduler = self.optimizer_for(critic, self.config.critic_learning_rate)
+        self.objective.start(self.model)
 
     # ---- one step ---------------------------------------------------------------------------
     def train_step(self) -> dict:
@@ -185,12 +138,9 @@ class MathRLTrainer:
         self.start_models()
         first, batch, sampled = self.sample(self.step)  # 1-2. draw problems, sample and score answers
         self.observe_outcomes(sampled)  # every rank's groups teach the problem sampler, identically
-        targets, stats = self.advantages(first, batch)  # 3. advantages (or pairs) and the baseline
+        targets, stats = self.advantages(first, batch)  # 3. what the objective's loss needs, and the baseline
         t_update = time.perf_counter()
-        if self.config.objective == "dpo":
-            update = self.update_preferences(batch, targets)  # 4. the DPO loss, its own update
-        else:
-            update = self.update(batch, targets)  # 4. policy (and value) loss, optimizer steps
+        update = self.update(batch, targets)  # 4. the objective's loss, every learner's optimizer steps
         seconds = dict(update=time.perf_counter() - t_update, step=time.perf_counter() - t0)
         self.finish_step(update["skipped"])
         return self.metrics(first, batch, stats, update, sampled, seconds)  # 5.
@@ -208,35 +158,18 @@ class MathRLTrainer:
 
     # ---- 3. advantages ----------------------------------------------------------------------
     def advantages(self, first: Rollout, batch: Rollout):
-        """What the update needs of the batch's rewards: advantages (N,) computed with the baseline
-        from before this step (which then moves towards this step's mean reward), per-token GAE
-        advantages with the critic's targets (ppo_critic), or the preference pairs (dpo); and the
-        statistics the metrics report."""
-        c = self.config
+        """What the objective's loss needs of the batch's rewards (PolicyTargets or Pairs: see
+        rl/objectives.py), computed with the baseline from before this step, which then moves
+        towards this step's mean reward; and the statistics the metrics report."""
         rewards, stats = batch.rewards, {}
-        if self.kl_placement == "reward":
+        if self.kl_placement == "reward":  # k1: the KL to the reference is a penalty on the reward
             rewards, stats = self.kl_penalised_rewards(batch)
         stats.update(self.reward_statistics(first, rewards))
-        if self.baseline is None:
+        if self.baseline is None:  # the first step's advantages are centred, not all positive
             self.baseline = stats["mean_reward"]
         stats["baseline_used"] = self.baseline
-        if c.objective == "dpo":
-            chosen, rejected = preference_pairs(rewards, c.rl_rollout_size)
-            targets = {"chosen": chosen, "rejected": rejected}
-            stats.update(pairs=len(chosen), informative=2 * len(chosen),
-                         groups_paired=len(set((chosen // c.rl_rollout_size).tolist())))
-        elif c.objective == "rft":
-            targets = {"advantages": torch.ones_like(rewards)}
-        elif c.advantage_mode == "gae":
-            targets = self.gae_targets(batch, rewards, stats)
-        else:
-            targets = {"advantages": compute_advantages(rewards, c.rl_rollout_size, c.advantage_mode,
-                                                        baseline=self.baseline, batch_mean=stats["batch_mean"],
-                                                        batch_std=stats["batch_std"])}
-        if "advantages" in targets:
-            adv = targets["advantages"]
-            stats["informative"] = int((adv != 0).any(dim=1).sum() if adv.dim() > 1 else (adv != 0).sum())
-        self.baseline = update_baseline(self.baseline, stats["mean_reward"], c.baseline_momentum)
+        targets = self.objective.targets(batch, rewards, stats)
+        self.baseline = update_baseline(self.baseline, stats["mean_reward"], self.config.baseline_momentum)
         return targets, stats
 
     def reward_statistics(self, first: Rollout, rewards: torch.Tensor) -> dict:
@@ -251,201 +184,27 @@ class MathRLTrainer:
                     reward_std=math.sqrt(max(s["first_sq"] / s["first_n"] - mean ** 2, 0.0)))
 
     @torch.no_grad()
-    def gae_targets(self, batch: Rollout, rewards: torch.Tensor, stats: dict) -> dict:
-        """Per-token advantages by GAE from the critic's values, whitened over the batch of all ranks,
-        and the returns the critic regresses on; adds the critic's explained variance to stats."""
-        c, P = self.config, self.env.prompt_len
-        sequences, mask = torch.cat([batch.prompts, batch.generated], 1), answer_mask(batch.generated,
-                                                                                     self.env.end_token)
-        values = self.critic_model(sequences[:, :-1])[:, P - 1:]  # V of the state before each answer token
-        advantages, returns = compute_gae(token_rewards(rewards, mask), values, mask, c.gamma, c.gae_lambda)
-        errors = masked(returns - values, mask)
-        s = dist.reduce_sums({"n": mask.sum(), "sum_a": advantages.sum(), "sum_a2": (advantages ** 2).sum(),
-                              "sum_r": returns.sum(), "sum_r2": (returns ** 2).sum(), "sum_e": errors.sum(),
-                              "sum_e2": (errors ** 2).sum()}, self.info.device)
-        n = max(s["n"], 1.0)
-        mean, std = s["sum_a"] / n, math.sqrt(max(s["sum_a2"] / n - (s["sum_a"] / n) ** 2, 0.0))
-        stats["explained_variance"] = explained_variance(s)
-        return {"advantages": whiten(advantages, mask, mean, std), "returns": returns, "old_values": values}
-
-    @torch.no_grad()
     def kl_penalised_rewards(self, batch: Rollout):
         """r - kl_coef * sum_t (log pi - log pi_ref) over each answer (kl_estimator=k1: the KL in the
         reward), and the KL's per-token sums for the metrics."""
-        sequences, mask = torch.cat([batch.prompts, batch.generated], 1), answer_mask(batch.generated,
-                                                                                     self.env.end_token)
-        logp, ref_logp = (self.policy_logprobs(m, sequences, batch.generated) for m in (self.model, self.ref_model))
+        c, mask = self.config, batch.mask(self.env.end_token)
+        logp, ref_logp = (policy_logprobs(m, batch.sequences, batch.generated, self.env.prompt_len, c.rl_temperature,
+                                          c.rl_ga_steps) for m in (self.model, self.ref_model))
         penalty = kl_reward_penalty(logp, ref_logp, mask)
         kl = masked(compute_kl(logp, ref_logp, "k3"), mask).sum()
-        return batch.rewards - self.config.kl_coef * penalty, {"kl_sum": kl.item(), "kl_tokens": mask.sum().item()}
+        return batch.rewards - c.kl_coef * penalty, {"kl_sum": kl.item(), "kl_tokens": mask.sum().item()}
 
-    @torch.no_grad()
-    def policy_logprobs(self, model, sequences, generated):
-        """(N, A) log-probs of the generated answers under `model`, in rl_ga_steps chunks."""
-        P, T = self.env.prompt_len, self.config.rl_temperature
-        parts = [token_logprobs(answer_logits(model, seq, P, T), gen)
-                 for seq, gen in zip(torch.tensor_split(sequences, self.config.rl_ga_steps),
-                                     torch.tensor_split(generated, self.config.rl_ga_steps))]
-        return torch.cat(parts)
-
-    # ---- 4. update --------------------------------------------------------------------------
-    def minibatch_orders(self, num_rows: int) -> list:
-        """The row order of each of the ppo_epochs passes (a shuffle per pass when a pass has
-        several minibatches), from the step's own stream so a resumed run shuffles alike."""
-        c = self.config
-        shuffle = seeding.torch_generator(c.seed, self.info.rank, self.step, seeding.SHUFFLE, "cpu")
-        return [(torch.randperm(num_rows, generator=shuffle) if c.ppo_minibatches > 1 else torch.arange(num_rows))
-                .to(self.info.device) for _ in range(c.ppo_epochs)]
-
-    def update(self, batch: Rollout, targets: dict) -> dict:
-        """ppo_epochs passes of ppo_minibatches optimizer steps over the batch (a single step for the
-        on-policy algorithms); returns the statistics summed over micro-batches and steps."""
-        c = self.config
-        data = UpdateBatch(torch.cat([batch.prompts, batch.generated], dim=1), batch.generated,
-                           answer_mask(batch.generated, self.env.end_token), targets["advantages"],
-                           returns=targets.get("returns"), old_values=targets.get("old_values"))
-        if c.ppo_epochs * c.ppo_minibatches > 1:
-            # A rollout that feeds several optimizer steps takes PPO ratios against the policy that
-            # sampled it: the sampler's own log-probs, kept from generation, so no extra forward pass.
-            data.old_logp = batch.logp
-        if self.kl_placement == "loss":
-            data.ref_logp = self.policy_logprobs(self.ref_model, data.sequences, data.generated)
-        sums = self.start_update()
-        for order in self.minibatch_orders(len(batch)):
-            for rows in torch.tensor_split(order, c.ppo_minibatches):
-                self.optimizer_step(data, rows, self.micro_loss, sums, skip_zero=self.skip_zero_advantage)
-        return sums
-
-    def update_preferences(self, batch: Rollout, targets: dict) -> dict:
-        """DPO's update: ppo_epochs passes of ppo_minibatches optimizer steps over the pairs."""
-        c = self.config
-        sequences = torch.cat([batch.prompts, batch.generated], dim=1)
-        mask = answer_mask(batch.generated, self.env.end_token)
-        ref = sequence_logprobs(self.policy_logprobs(self.ref_model, sequences, batch.generated), mask)
-        pair = lambda t: torch.stack([t[targets["chosen"]], t[targets["rejected"]]], dim=1)  # (P, 2, ...)
-        data = UpdateBatch(pair(sequences), pair(batch.generated), pair(mask),
-                           torch.zeros(len(targets["chosen"]), device=mask.device), ref_logp=pair(ref))
-        sums = self.start_update()
-        for order in self.minibatch_orders(len(data.sequences)):
-            for rows in torch.tensor_split(order, c.ppo_minibatches):
-                self.optimizer_step(data, rows, self.preference_loss, sums)
-        return sums
-
-    def start_update(self) -> dict:
-        # Nothing left on the parameters from elsewhere (a warm start's last backward) may join this step.
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.critic_optimizer is not None:
-            self.critic_optimizer.zero_grad(set_to_none=True)
-        sums = defaultdict(float)
-        sums.update(skipped=False, lr=self.optimizer.param_groups[0]["lr"])
-        return sums
-
-    def optimizer_step(self, data: UpdateBatch, rows: torch.Tensor, loss_fn, sums: dict, *, skip_zero=False):
-        """One optimizer step (of the policy, and of the critic if there is one) on `rows` of the
-        batch, accumulated over rl_ga_steps micro-batches; loss_fn(part, norm) -> its loss and stats."""
-        c, info = self.config, self.info
-        # Normalisers count every row of the minibatch on every rank, forwarded or not.
-        counts = dist.reduce_sums({"tokens": data.mask[rows].sum(), "rows": len(rows)}, info.device)
-        if counts["rows"] == 0:  # nothing to learn from on any rank (dynamic sampling kept nothing, no pairs)
-            return
-        norm = dict(num_tokens=counts["tokens"], num_sequences=counts["rows"], max_len=self.env.answer_len)
-        sums["rows"] += len(rows)
-        if skip_zero:
-            rows = rows[data.advantages[rows] != 0]
-        sums["forwarded"] += len(rows)
-        chunks, loss_sum = torch.tensor_split(rows, c.rl_ga_steps), 0.0
-        models = [self.policy] + ([self.critic] if self.critic is not None else [])
-        for i, chunk in enumerate(chunks):
-            # Every rank takes part in each gradient all-reduce, even with nothing to forward: an
-            # empty micro-batch forwards one row with an empty mask (loss and gradient exactly 0).
-            part = data.select(chunk) if len(chunk) else self.empty_part(data)
-            with ExitStack() as stack:
-                if i < len(chunks) - 1 and info.distributed:  # DDP syncs gradients on the last only
-                    for m in models:
-                        stack.enter_context(m.no_sync())
-                out = loss_fn(part, norm)
-                # DDP averages gradients over ranks; the loss is already normalised by global counts,
-                # so scale by world_size to turn that average into the sum.
-                (out.pop("loss") * info.world_size).backward()
-            loss_sum += out.pop("total")
-            for k, v in out.items():
-                sums[k] += float(v)
-        self.take_step(dist.reduce_sums({"loss": loss_sum}, info.device)["loss"], sums)
-
-    def take_step(self, loss_sum: float, sums: dict):
-        """Clip, guard and step the optimizer(s), whatever the micro-batches accumulated."""
-        pairs = [(self.model, self.optimizer)] + ([(self.critic_model, self.critic_optimizer)] if self.critic else [])
-        max_norm = self.config.grad_clip if self.config.grad_clip > 0 else float("inf")
-        norms = [torch.nn.utils.clip_grad_norm_(m.parameters(), max_norm).item() for m, _ in pairs]
-        # Numerical guard: a non-finite loss (on any rank) or gradient norm (the same on every rank
-        # after the gradient all-reduce) skips this update everywhere, so the weights and optimizer
-        # state stay finite and no rank waits for another.
-        bad = not all(math.isfinite(x) for x in (loss_sum, *norms))
-        for _, optimizer in pairs:
-            if not bad:
-                optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-        sums["skipped"] |= bad
-        sums["grad_norm"] += norms[0]
-        sums["optimizer_steps"] += 1
-
-    def empty_part(self, data: UpdateBatch) -> UpdateBatch:
-        """One all-pad row shaped like the data's rows, with an empty mask and zeros elsewhere."""
-        def blank(name):
-            t = getattr(data, name)
-            if t is None:
-                return None
-            if name in ("sequences", "generated"):
-                return torch.full((1, *t.shape[1:]), self.env.pad_token, dtype=t.dtype, device=t.device)
-            return torch.zeros((1, *t.shape[1:]), dtype=t.dtype, device=t.device)
-        return UpdateBatch(*(blank(f.name) for f in fields(data)))
-
-    def micro_loss(self, part: UpdateBatch, norm: dict) -> dict:
-        """The policy-gradient loss of one micro-batch (normalised by whole-minibatch counts), with the
-        entropy, KL and value terms that apply, and its statistics."""
-        c = self.config
-        logits = answer_logits(self.policy, part.sequences, self.env.prompt_len, c.rl_temperature)  # (n, A, V)
-        logp = token_logprobs(logits, part.generated)
-        policy_loss, stats = compute_policy_loss(logp, part.old_logp, part.advantages, part.mask, clip_low=c.clip_low,
-                                                 clip_high=c.clip_high, aggregation=c.loss_aggregation, **norm)
-        out = dict(policy_loss=policy_loss.detach(), **stats)
-        loss = policy_loss
-        if c.entropy_coef > 0:
-            entropy = compute_entropy(logits, part.mask)
-            out["entropy_loss"] = -c.entropy_coef * aggregate(entropy, part.mask, c.loss_aggregation, **norm)
-            loss = loss + out["entropy_loss"]
-        if part.ref_logp is not None:
-            kl = compute_kl(logp, part.ref_logp, c.kl_estimator)
-            out["kl_loss"] = c.kl_coef * aggregate(kl, part.mask, c.loss_aggregation, **norm)
-            loss = loss + out["kl_loss"]
-            out["kl_sum"] = masked(compute_kl(logp.detach(), part.ref_logp, "k3"), part.mask).sum()
-        if part.returns is not None:  # the critic's own loss: separate parameters, one backward
-            values = self.critic(part.sequences[:, :-1])[:, self.env.prompt_len - 1:]
-            out["value_loss"], value_stats = compute_value_loss(values, part.old_values, part.returns, part.mask,
-                                                                clip=c.value_clip, aggregation=c.loss_aggregation,
-                                                                **norm)
-            loss = loss + out["value_loss"]
-            out.update(value_stats)
-        out.update(loss=loss, total=loss.item())
-        return {k: v.detach() if torch.is_tensor(v) and k != "loss" else v for k, v in out.items()}
-
-    def preference_loss(self, part: UpdateBatch, norm: dict) -> dict:
-        """The DPO loss of one micro-batch of pairs (normalised by the minibatch's pairs, all ranks)."""
-        c, (n, _, A) = self.config, part.generated.shape
-        logits = answer_logits(self.policy, part.sequences.flatten(0, 1), self.env.prompt_len, c.rl_temperature)
-        logp = sequence_logprobs(token_logprobs(logits, part.generated.flatten(0, 1)).view(n, 2, A), part.mask)
-        loss, stats = dpo_loss(logp[:, 0], logp[:, 1], part.ref_logp[:, 0], part.ref_logp[:, 1], c.dpo_beta,
-                               num_pairs=norm["num_sequences"])
-        if not part.mask.any():  # the empty stand-in of a rank with nothing to forward
-            loss, stats = loss * 0.0, {k: v * 0.0 for k, v in stats.items()}
-        return dict(loss=loss, total=loss.item(), policy_loss=loss.detach(), **stats)
+    # ---- 4. update (rl/update.py, the loss from rl/objectives.py) -----------------------------
+    def update(self, batch: Rollout, targets) -> dict:
+        """ppo_epochs passes of ppo_minibatches optimizer steps of every learner over the rows the
+        objective trains on (a single step for the on-policy algorithms); returns the statistics
+        summed over micro-batches and steps."""
+        data = self.objective.update_batch(batch, targets, self.ref_model)
+        loss_fn = lambda part, norm: self.objective.loss(self.policy, part, norm)
+        return self.updater.run(self.learners, data, loss_fn, self.step, skip_zero=self.objective.skip_zero)
 
     def finish_step(self, skipped: bool):
-        with warnings.catch_warnings():  # a step with nothing to train on took no optimizer step: intended
-            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step", category=UserWarning)
-            for scheduler in (self.scheduler, self.critic_scheduler):
-                if scheduler is not None:
-                    scheduler.step()  # the schedule follows RL steps, skipped or not
+        schedule(self.learners)  # the schedule follows RL steps, skipped or not
         self.step += 1
         self.bad_steps_in_a_row = self.bad_steps_in_a_row + 1 if skipped else 0
         self.num_skipped_steps += int(skipped)
@@ -460,15 +219,14 @@ class MathRLTrainer:
         """The step's metrics (README "Metrics" says what each means), summed over ranks by name."""
         G, env = self.config.rl_rollout_size, self.env
         first_mask = answer_mask(first.generated, env.end_token)
-        local = {"exact": exact_match(env, first.targets, first.generated).sum(),
+        local = {"exact": exact_match(env, first.solutions, first.generated).sum(),
                  "groups_equal": group_all_equal(first.rewards, G).sum(), "groups": len(first) // G,
                  "answer_tokens": first_mask.sum(), "entropy": masked(first.entropy, first_mask).sum(),
                  "informative": stats["informative"], "batch": len(batch), "rounds": sampled.rounds,
                  "answers": sampled.answers, "drawn": sampled.drawn, "selected": sampled.selected,
                  "estimate_sum": sampled.estimate_sum, "estimated": sampled.estimated,
                  **self.kl_measured(stats, update),
-                 "pairs_formed": stats.get("pairs", 0), "groups_paired": stats.get("groups_paired", 0),
-                 **{k: update[k] for k in UPDATE_SUMS},
+                 **{k: update[k] for k in UPDATE_SUMS}, **self.objective.local_sums(stats, update),
                  **{f"reward/{k}": v.sum() for k, v in first.components.items()}}
         s = dist.reduce_sums(local, self.info.device)
         n, steps, step_seconds = stats["first_n"], max(update["optimizer_steps"], 1.0), seconds["step"]
@@ -509,25 +267,9 @@ class MathRLTrainer:
             if s["estimated"]:  # (none on a first step of replay, whose buffer is still empty)
                 metrics["select/drawn_pass_rate"] = s["estimate_sum"] / s["estimated"]
             metrics.update(self.problem_sampler.metrics())
-        metrics.update(self.objective_metrics(s, stats, steps))
+        metrics.update(self.objective.metrics(s, stats, steps))
         metrics.update({k: v / n for k, v in s.items() if k.startswith("reward/")})
         return metrics
-
-    def objective_metrics(self, s: dict, stats: dict, steps: float) -> dict:
-        """What only the critic or DPO has to say."""
-        if self.config.advantage_mode == "gae" and self.config.objective == "policy_gradient":
-            return {"train/value_loss": s["value_loss"] / steps,
-                    "train/explained_variance": stats["explained_variance"],
-                    "train/value_clip_frac": s["value_clipped"] / max(s["tokens"], 1.0)}
-        if self.config.objective == "dpo":
-            pairs = max(s["pairs"], 1.0)  # the pairs trained on, each once per epoch
-            return {"train/pairs": s["pairs_formed"],
-                    "train/groups_without_pair": 1.0 - s["groups_paired"] / s["groups"],
-                    "train/preference_accuracy": s["preferred"] / pairs,
-                    "train/chosen_reward": s["chosen_reward"] / pairs,
-                    "train/rejected_reward": s["rejected_reward"] / pairs,
-                    "train/reward_margin": (s["chosen_reward"] - s["rejected_reward"]) / pairs}
-        return {}
 
     def kl_measured(self, adv_stats: dict, update: dict) -> dict:
         """Sum and count of the per-token KL estimate (k3) to the reference, wherever it was measured:
@@ -542,7 +284,7 @@ class MathRLTrainer:
             self._eval_sets[split] = self.env.eval_operands(self.config.num_eval, split)
         return self._eval_sets[split]
 
-    def evaluate(self, split: str = "test") -> EvalResult:
+    def accuracy(self, split: str = "test") -> EvalResult:
         """Greedy final-answer accuracy on the fixed evaluation set of `split` (test for reporting,
         validation for choosing)."""
         c = self.config
@@ -556,9 +298,7 @@ class MathRLTrainer:
         c = self.config
         return {
             "kind": "rl_snapshot",
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
+            **self.actor.state_dict(POLICY_KEYS),
             "baseline": self.baseline,
             "step": self.step,
             "bad_steps_in_a_row": self.bad_steps_in_a_row,
@@ -569,14 +309,11 @@ class MathRLTrainer:
             "model_args": c.model_args(),
             "task": c.task_args(),
             **({"ref_model": self.ref_model.state_dict()} if self.ref_model is not None else {}),
-            **({"critic": self.critic_model.state_dict(), "critic_optimizer": self.critic_optimizer.state_dict(),
-                "critic_scheduler": self.critic_scheduler.state_dict()} if self.critic is not None else {}),
+            **self.objective.state_dict(),  # the critic, for ppo_critic
         }
 
     def load_state_dict(self, snap: dict):
-        self.model.load_state_dict(snap["model"])
-        self.optimizer.load_state_dict(snap["optimizer"])
-        self.scheduler.load_state_dict(snap["scheduler"])
+        self.actor.load_state_dict(snap, POLICY_KEYS)
         self.baseline = snap["baseline"]
         self.step = snap["step"]
         self.bad_steps_in_a_row = snap["bad_steps_in_a_row"]
@@ -585,13 +322,7 @@ class MathRLTrainer:
         if "ref_model" in snap:
             self.ref_model = frozen_copy(self.model)
             self.ref_model.load_state_dict(snap["ref_model"])
-        if "critic" in snap:
-            critic = Critic(self.model.config).to(self.info.device)
-            critic.load_state_dict(snap["critic"])
-            self.set_critic(critic)
-            self.critic_optimizer.load_state_dict(snap["critic_optimizer"])
-            self.critic_scheduler.load_state_dict(snap["critic_scheduler"])
+        self.objective.load_state_dict(snap, self.model)
 
     def weights_are_finite(self) -> bool:
-        models = [self.model] + ([self.critic_model] if self.critic is not None else [])
-        return all(torch.isfinite(p).all() for m in models for p in m.parameters())
+        return all(learner.is_finite() for learner in self.learners)

@@ -11,7 +11,6 @@ every rank: configs/cli.py), join the process group, build the model and trainer
 resume, then the RL loop (step, log, evaluate, snapshot), the final evaluation, cleanup.
 """
 
-import json
 import os
 import sys
 import time
@@ -26,17 +25,18 @@ from configs.base import BaseRLConfig, ConfigError
 from configs.cli import CommandLine, build_config, parse_command_line, print_help
 from rl import dist
 from rl.dist import print0
-from rl.logger import MetricsLogger, make_logger
+from rl.logger import make_logger
 from rl.math_trainer import MathRLTrainer, TrainingError
 from rl.run_control import GracefulStop, RunLock, check_writable
-from rl.snapshot import SnapshotWriteError, check_init_from, find_resume, remove_snapshots, save_step
+from rl.run_dir import config_path, progress_path, remove_snapshots, summary_path, truncate_metrics, write_json
+from rl.snapshot import SnapshotWriteError, check_init_from, find_resume, save_step
 from rl.warm_start import check_cache, init_policy
 
 
-def evaluate(trainer: MathRLTrainer, metrics: dict, prefix: str):
+def evaluate_and_report(trainer: MathRLTrainer, metrics: dict, prefix: str):
     """Evaluate on the test split (what is reported, with a few mistakes printed) and on the
     validation split (what choices look at); add both to `metrics`; return the test result."""
-    result, validation = trainer.evaluate("test"), trainer.evaluate("validation")
+    result, validation = trainer.accuracy("test"), trainer.accuracy("validation")
     metrics.update({**result.metrics("eval"), **validation.metrics("val")})
     print0(f"{prefix}{result.summary()}; validation {validation.accuracy:.4f}")
     for line in result.mistakes:
@@ -59,12 +59,12 @@ def where_rl_starts(trainer: MathRLTrainer, resume, stop: GracefulStop):
         trainer.load_state_dict(snap)
         print0(f"Resumed from {snap_path} at step {trainer.step}/{config.rl_train_steps}")
         if info.is_main:
-            MetricsLogger.truncate(config.out_dir, trainer.step)  # the lines after it are about to be redone
+            truncate_metrics(config.out_dir, trainer.step)  # the lines after it are about to be redone
         return {}
     if info.is_main:  # a fresh run replaces the old one's snapshots and metrics (the cached warm start stays)
         if remove_snapshots(config.out_dir):
             print0(f"Starting over: removed the old snapshots from {config.out_dir}")
-        MetricsLogger.truncate(config.out_dir)
+        truncate_metrics(config.out_dir)
     return init_policy(config, trainer.env, trainer.policy, info,
                        should_stop=lambda: dist.any_rank(stop.requested, info.device))
 
@@ -78,20 +78,19 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, s
            f"{info.device.type}, {dist.num_threads()} thread(s) each, out_dir={config.out_dir}")
 
     # ---- where RL starts: the snapshot to continue, or the warm start (trained, or cached in out_dir)
-    snap = resume[0]
+    snap = resume[0]  # its wandb run id lets a restarted run log on to the same wandb run
     init_info = where_rl_starts(trainer, resume, stop)
     if init_info is None:
         print0(f"Stopped by {stop.name} during the warm start; its progress is saved in "
-               f"{os.path.join(config.out_dir, 'warm_start_progress.pt')}; run the same command to continue")
+               f"{progress_path(config.out_dir)}; run the same command to continue")
         return 0
     logger = make_logger(config, info.is_main, not cli.no_wandb, snap.get("wandb_run_id") if snap else None)
     save = lambda: save_step(trainer, {"wandb_run_id": logger.run_id}, config.keep_snapshots, info)
-    if info.is_main:
-        with open(os.path.join(config.out_dir, "config.json"), "w") as f:
-            json.dump({"config_name": config.name, **config.to_dict()}, f, indent=2)
+    if info.is_main:  # the resolved config beside the metrics, so the tools read what actually ran
+        write_json(config_path(config.out_dir), {"config_name": config.name, **config.to_dict()})
     start, start_metrics = None, {}
-    if trainer.step == 0:
-        start = evaluate(trainer, start_metrics, "RL starts from ")
+    if trainer.step == 0:  # a resumed run logged its step 0 already
+        start = evaluate_and_report(trainer, start_metrics, "RL starts from ")
         logger.log({**start_metrics, "perf/run_seconds": time.time() - t_start}, step=0)
 
     # ---- the RL loop: a step, its metrics, an evaluation every eval_interval steps and a snapshot
@@ -99,22 +98,23 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, s
     totals = dict(first_step=trainer.step, train_seconds=0.0, answers=0.0, t_rl=time.time())
     bar = tqdm(total=config.rl_train_steps, initial=trainer.step, desc="RL", disable=not info.show_progress,
                dynamic_ncols=True)
-    result = None
-    while trainer.step < config.rl_train_steps:
-        metrics = trainer.train_step()
+    result = None  # the last evaluation, reused at the end when the last step made one
+    while trainer.step < config.rl_train_steps:  # from the snapshot's step on a resumed run
+        metrics = trainer.train_step()  # sample, score, advantages, update: rl/math_trainer.py
         step, last = trainer.step, trainer.step == config.rl_train_steps
-        totals["train_seconds"] += metrics["perf/step_seconds"]
-        totals["answers"] += metrics["train/answers_generated"]
-        result = evaluate(trainer, metrics, f"Step {step}: ") if step % config.eval_interval == 0 or last else None
-        metrics["perf/run_seconds"] = time.time() - t_start
-        logger.log(metrics, step=step)
+        totals["train_seconds"] += metrics["perf/step_seconds"]  # steps only: evaluation and saving excluded
+        totals["answers"] += metrics["train/answers_generated"]  # refills included: what sampling cost
+        due = step % config.eval_interval == 0 or last  # and the last step's, which the summary reports
+        result = evaluate_and_report(trainer, metrics, f"Step {step}: ") if due else None
+        metrics["perf/run_seconds"] = time.time() - t_start  # the clock the benchmark's time-to-accuracy reads
+        logger.log(metrics, step=step)  # rank 0 only; the other ranks' logger drops it
         bar.update(1)
         if step % config.log_interval == 0 or result is not None:
             print0(console_line(metrics, config))
         saved = step % config.save_interval == 0 or last
-        path = save() if saved else None
-        if not last and dist.any_rank(stop.requested, info.device):
-            path = path or save()
+        path = save() if saved else None  # every rank joins: a full disk on rank 0 stops them all
+        if not last and dist.any_rank(stop.requested, info.device):  # any rank's signal stops all, here
+            path = path or save()  # a stop is never more than this step away from its snapshot
             bar.close()
             print0(f"Stopped by {stop.name or 'a signal on another rank'} after step {step}/{config.rl_train_steps}; "
                    f"snapshot {path}; run the same command to continue")
@@ -123,7 +123,7 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, s
     bar.close()
 
     # ---- final evaluation, and what this invocation did (for rl/tools/benchmark.py and for people)
-    result = result or evaluate(trainer, {}, "Final: ")
+    result = result or evaluate_and_report(trainer, {}, "Final: ")
     print0(f"Final held-out accuracy: {result.accuracy:.4f} ({result.num_problems} problems, greedy)")
     if info.is_main:
         write_summary(trainer, result, start, {**totals, "t_start": t_start}, init_info)
@@ -141,8 +141,7 @@ def write_summary(trainer: MathRLTrainer, result, start, totals: dict, init_info
                "rl_answers_generated": totals["answers"],
                "rl_samples_per_second": totals["answers"] / max(totals["train_seconds"], 1e-9),
                "total_seconds": time.time() - totals["t_start"], **init_info}
-    with open(os.path.join(config.out_dir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    write_json(summary_path(config.out_dir), summary)
 
 
 def main(argv=None) -> int:

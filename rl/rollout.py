@@ -37,7 +37,7 @@ from rl.problem_sampler import pair_keys
 class Rollout:
     """Answers sampled on one rank; rows i*G ... i*G+G-1 answer the same problem."""
     prompts: torch.Tensor  # (N, prompt_len)
-    targets: torch.Tensor  # (N, A) the right answer's tokens
+    solutions: torch.Tensor  # (N, A) the right answer's tokens
     generated: torch.Tensor  # (N, A)
     logp: torch.Tensor  # (N, A) log-prob of each token under the distribution it was drawn from
     entropy: torch.Tensor  # (N, A) entropy of that distribution
@@ -59,14 +59,14 @@ class Rollout:
 
     def select(self, index) -> "Rollout":
         """Rows `index` (bool mask, indices or a slice) of every tensor."""
-        return Rollout(self.prompts[index], self.targets[index], self.generated[index], self.logp[index],
+        return Rollout(self.prompts[index], self.solutions[index], self.generated[index], self.logp[index],
                        self.entropy[index], self.rewards[index], {k: v[index] for k, v in self.components.items()},
                        None if self.keys is None else self.keys[index])
 
     @staticmethod
     def cat(parts: list) -> "Rollout":
         cat = lambda name: torch.cat([getattr(p, name) for p in parts])
-        return Rollout(cat("prompts"), cat("targets"), cat("generated"), cat("logp"), cat("entropy"), cat("rewards"),
+        return Rollout(cat("prompts"), cat("solutions"), cat("generated"), cat("logp"), cat("entropy"), cat("rewards"),
                        {k: torch.cat([p.components[k] for p in parts]) for k in parts[0].components},
                        None if parts[0].keys is None else cat("keys"))
 
@@ -105,10 +105,13 @@ def refill_size(num_wanted: int, num_sampled: int, num_kept: int, max_prompts: i
 class RolloutCollector:
     """Draws problems, samples and scores answers, and refills dynamic sampling's dropped groups."""
 
-    def __init__(self, config, env, model: torch.nn.Module, reward_weights: dict, problem_sampler, info):
-        """model: the plain (unwrapped) policy, which samples; problem_sampler: rl/problem_sampler.py."""
+    def __init__(self, config, env, model: torch.nn.Module, reward_weights: dict, problem_sampler, info, *,
+                 keep_only_right: bool = False):
+        """model: the plain (unwrapped) policy, which samples; problem_sampler: rl/problem_sampler.py;
+        keep_only_right: the batch keeps only exactly right answers (the objective says: rft's)."""
         self.config, self.env, self.model, self.info = config, env, model, info
         self.reward_weights, self.problem_sampler = reward_weights, problem_sampler
+        self.keep_only_right = keep_only_right
 
     @torch.no_grad()
     def sample_round(self, num_prompts: int, rngs: tuple, generator, stats: RolloutStats) -> Rollout:
@@ -117,7 +120,7 @@ class RolloutCollector:
         c, env, G = self.config, self.env, self.config.rl_rollout_size
         exclude = np.concatenate(stats.keys) if stats.keys else np.zeros(0, dtype=np.int64)
         a, b, selected, estimates = self.problem_sampler.draw(num_prompts, *rngs, exclude)
-        prompts, targets = (t.to(self.info.device) for t in env.encode(a, b))
+        prompts, solutions = (t.to(self.info.device) for t in env.encode(a, b))
         t0 = time.perf_counter()
         generated, logp, entropy = self.model.generate(
             prompts, env.answer_len, temperature=c.rl_temperature, end_token=env.end_token, pad_token=env.pad_token,
@@ -125,12 +128,12 @@ class RolloutCollector:
         t1 = time.perf_counter()
         keys = pair_keys(env, a, b)
         # (clone: an inference-mode tensor may not enter autograd)
-        rollout = Rollout(prompts.repeat_interleave(G, dim=0), targets.repeat_interleave(G, dim=0), generated.clone(),
+        rollout = Rollout(prompts.repeat_interleave(G, dim=0), solutions.repeat_interleave(G, dim=0), generated.clone(),
                           logp.clone(), entropy.clone(),
                           keys=torch.from_numpy(keys).repeat_interleave(G).to(self.info.device))
-        rollout.rewards, rollout.components = compute_rewards(self.reward_weights, env, rollout.targets,
+        rollout.rewards, rollout.components = compute_rewards(self.reward_weights, env, rollout.solutions,
                                                               rollout.generated)
-        right = exact_match(env, rollout.targets, rollout.generated).view(-1, G).sum(dim=1)
+        right = exact_match(env, rollout.solutions, rollout.generated).view(-1, G).sum(dim=1)
         stats.keys.append(keys)
         stats.successes.append(right.round().to(torch.int64).cpu().numpy())
         stats.rollout_seconds += t1 - t0
@@ -163,6 +166,6 @@ class RolloutCollector:
                 size = refill_size(num_prompts, num_sampled, num_kept, max_prompts=4 * num_prompts)
                 batch = self.sample_round(size, rngs, sampling, stats)
             batch = Rollout.cat(kept).select(slice(0, num_prompts * G))
-        if c.objective == "rft":
-            batch = batch.select(exact_match(self.env, batch.targets, batch.generated) == 1)
+        if self.keep_only_right:
+            batch = batch.select(exact_match(self.env, batch.solutions, batch.generated) == 1)
         return first, batch, stats

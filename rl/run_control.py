@@ -15,6 +15,7 @@ import os
 import signal
 
 from configs.base import ConfigError
+from rl.run_dir import lock_path
 
 
 def check_writable(out_dir: str):
@@ -32,7 +33,7 @@ def check_writable(out_dir: str):
 
 class RunLock:
     def __init__(self, out_dir: str, rank: int):
-        self.path = os.path.join(out_dir, f".lock.rank{rank}")
+        self.path = lock_path(out_dir, rank)
         self.file = open(self.path, "a+")
         try:
             fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -3,14 +3,11 @@ building a model from one.
 
 A snapshot is one dict of plain types and tensors that loads with `weights_only=True`, so a file
 from elsewhere cannot run code. It carries `model_args`, so it can rebuild its own model: the one
-`load_snapshot` + `model_from_snapshot` pair serves resume, evaluation and sampling alike.
-
-    out/<config name>/rl_snapshot_{step}.pt   RL state (see MathRLTrainer.state_dict)
-    out/<config name>/warm_start.pt           the supervised warm start (see rl/warm_start.py)
+`load_snapshot` + `model_from_snapshot` pair serves resume, evaluation and sampling alike. Where the
+files live, and their names, is rl/run_dir.py's.
 """
 
 import os
-import re
 
 import torch
 
@@ -18,8 +15,7 @@ from configs.base import BaseRLConfig, ConfigError
 from model.gpt import GPT, GPTConfig
 from rl import dist
 from rl.dist import print0
-
-SNAPSHOT_RE = re.compile(r"^rl_snapshot_(\d+)\.pt$")
+from rl.run_dir import prune_snapshots, snapshot_path, snapshot_steps
 
 
 class SnapshotWriteError(RuntimeError):
@@ -55,21 +51,6 @@ def load_snapshot(path: str) -> dict:
     if not isinstance(snap, dict) or "model" not in snap or "model_args" not in snap:
         raise ConfigError(f"{path} is not a MathRL snapshot (no model and model_args in it)")
     return snap
-
-
-def snapshot_steps(out_dir: str) -> list:
-    """[(step, path)] of the RL snapshots in out_dir, oldest first."""
-    if not os.path.isdir(out_dir):
-        return []
-    found = [(int(m.group(1)), os.path.join(out_dir, name))
-             for name in os.listdir(out_dir) if (m := SNAPSHOT_RE.match(name))]
-    return sorted(found)
-
-
-def prune_snapshots(out_dir: str, keep: int):
-    """Delete all but the newest `keep` snapshots; called only after a new one is complete."""
-    for _, path in snapshot_steps(out_dir)[:-keep]:
-        os.remove(path)
 
 
 def newest_valid_snapshot(out_dir: str):
@@ -120,19 +101,11 @@ def check_init_from(config: BaseRLConfig):
     check_compatible(snap, config.init_from, config.model_args(), config.task_args())
 
 
-def remove_snapshots(out_dir: str) -> int:
-    """A fresh run replaces the old one's snapshots (the cached warm start stays); returns how many."""
-    old = snapshot_steps(out_dir)
-    for _, path in old:
-        os.remove(path)
-    return len(old)
-
-
 def save_step(trainer, extra: dict, keep: int, info: dist.DistInfo) -> str:
     """Rank 0 writes the trainer's state (plus `extra`) as out_dir/rl_snapshot_{step}.pt and prunes
     to the newest `keep`; every rank learns whether that worked, so a full disk stops all of them."""
     out_dir = trainer.config.out_dir
-    path, failure = os.path.join(out_dir, f"rl_snapshot_{trainer.step}.pt"), None
+    path, failure = snapshot_path(out_dir, trainer.step), None
     if info.is_main:
         if not trainer.weights_are_finite():
             failure = "the weights are not finite; refusing to save them"

@@ -27,6 +27,7 @@ from rl.algorithms import answer_logits
 from rl.dist import print0
 from rl.evaluate import evaluate
 from rl.math_env import MathEnvironment
+from rl.run_dir import progress_path, warm_start_path
 from rl.snapshot import check_compatible, load_snapshot, save_atomic
 
 # Bump when a code change alters what a warm start with the same settings computes, so caches
@@ -68,7 +69,7 @@ def init_policy(config: BaseRLConfig, env: MathEnvironment, policy, info: dist.D
         print0(f"Init: weights from {config.init_from}")
         return {"init_from": config.init_from}
 
-    path = os.path.join(config.out_dir, "warm_start.pt")
+    path = warm_start_path(config.out_dir)
     if os.path.isfile(path):
         snap = load_snapshot(path)
         if snap.get("fingerprint") == fingerprint(config, info.world_size):
@@ -87,8 +88,8 @@ def init_policy(config: BaseRLConfig, env: MathEnvironment, policy, info: dist.D
         save_atomic({"kind": "warm_start", "model": model.state_dict(), "model_args": config.model_args(),
                      "task": config.task_args(), "fingerprint": fingerprint(config, info.world_size),
                      "steps": steps, "accuracy": accuracy, "seconds": seconds}, path)
-        if os.path.exists(progress_path(config)):
-            os.remove(progress_path(config))
+        if os.path.exists(progress_path(config.out_dir)):
+            os.remove(progress_path(config.out_dir))
     dist.barrier()
     return {"init_from": "sft", "warm_start_cached": False, "warm_start_steps": steps, "warm_start_seconds": seconds,
             "warm_start_validation": accuracy}
@@ -97,7 +98,7 @@ def init_policy(config: BaseRLConfig, env: MathEnvironment, policy, info: dist.D
 def check_cache(config: BaseRLConfig):
     """Refuse, before start, a cached warm start (out_dir/warm_start.pt) that cannot be read: one line
     saying so and how to get a new one, rather than a traceback mid-run."""
-    path = os.path.join(config.out_dir, "warm_start.pt")
+    path = warm_start_path(config.out_dir)
     if config.init_from == "sft" and os.path.exists(path):
         try:
             load_snapshot(path)
@@ -105,14 +106,11 @@ def check_cache(config: BaseRLConfig):
             raise ConfigError(f"cached warm start: {e}; delete it to train a new one") from None
 
 
-def progress_path(config: BaseRLConfig) -> str:
-    return os.path.join(config.out_dir, "warm_start_progress.pt")
-
 
 def restore_progress(config: BaseRLConfig, model, optimizer, scheduler, world_size: int) -> dict:
     """Load the saved progress of this very warm start (same fingerprint), if any, into the model,
     optimizer and scheduler; returns its step, last validation accuracy and seconds (zeros if none)."""
-    path, fresh = progress_path(config), {"step": 0, "accuracy": 0.0, "seconds": 0.0}
+    path, fresh = progress_path(config.out_dir), {"step": 0, "accuracy": 0.0, "seconds": 0.0}
     if not os.path.isfile(path):
         return fresh
     try:
@@ -134,22 +132,29 @@ def save_progress(config: BaseRLConfig, model, optimizer, scheduler, state: dict
     if info.is_main:
         save_atomic({"kind": "warm_start_progress", "model": model.state_dict(), "model_args": config.model_args(),
                      "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                     "fingerprint": fingerprint(config, info.world_size), **state}, progress_path(config))
+                     "fingerprint": fingerprint(config, info.world_size), **state}, progress_path(config.out_dir))
     dist.barrier()
+
+
+def teacher_forced_step(policy, env: MathEnvironment, optimizer, a, b, device, *, grad_clip: float = 0.0):
+    """One optimizer step on supervised_loss of the problems (a, b), the gradient's norm clipped to
+    grad_clip (0: not clipped); returns the loss. The one supervised step of the project: the warm
+    start, the benchmark's matched-compute baseline, the answer-format curves and the tests use it."""
+    loss = supervised_loss(policy, env, a, b, device)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(dist.unwrap(policy).parameters(), grad_clip)
+    optimizer.step()
+    return loss
 
 
 def supervised_step(policy, env: MathEnvironment, optimizer, config: BaseRLConfig, info: dist.DistInfo, step: int):
     """One teacher-forced step on this rank's share of the step's training problems; returns the loss."""
     seeding.seed_dropout(config.seed, info.rank, step)
     problems = seeding.numpy_rng(config.seed, info.rank, step, seeding.SFT_PROBLEMS)
-    loss = supervised_loss(policy, env, *env.sample_operands(config.sft_batch_size // info.world_size, problems),
-                           info.device)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    if config.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(dist.unwrap(policy).parameters(), config.grad_clip)
-    optimizer.step()
-    return loss
+    a, b = env.sample_operands(config.sft_batch_size // info.world_size, problems)
+    return teacher_forced_step(policy, env, optimizer, a, b, info.device, grad_clip=config.grad_clip)
 
 
 def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: dist.DistInfo,

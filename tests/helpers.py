@@ -1,7 +1,6 @@
 """Shared by the tests: the real script in a subprocess, a trainer in-process, gradients at each
 optimizer step, and state comparison."""
 
-import json
 import time
 from pathlib import Path
 
@@ -9,6 +8,7 @@ import torch
 
 from configs import get_config_class
 from rl.math_trainer import MathRLTrainer
+from rl.run_dir import read_metrics
 from rl.tools import launch
 
 REPO = Path(launch.REPO)
@@ -47,8 +47,7 @@ def wait_for(path: Path, proc=None, timeout=120):
 
 def metrics(out_dir):
     """Logged metrics without timings (those differ between any two runs)."""
-    with open(Path(out_dir) / "metrics.jsonl") as f:
-        rows = [json.loads(line) for line in f]
+    rows = read_metrics(str(out_dir))
     return [{k: v for k, v in row.items() if not k.startswith("perf/")} for row in rows]
 
 
@@ -90,6 +89,20 @@ def make_trainer(config_name="AdderRLConfig", info=None, **overrides):
     return MathRLTrainer.build(make_config(config_name, **overrides), info)
 
 
+def fresh_trainer(**overrides):
+    """A trainer of the same config whose weights are another seed's: whatever a resumed run needs
+    must then come from the snapshot it loads."""
+    trainer = make_trainer(**overrides)
+    trainer.model.load_state_dict(make_trainer(**{**overrides, "seed": 999}).model.state_dict())
+    return trainer
+
+
+def critic_of(trainer):
+    """The critic network of a ppo_critic trainer (None before its first step, and for the others)."""
+    learner = getattr(trainer.objective, "critic", None)
+    return learner.module if learner is not None else None
+
+
 def capture_gradients(trainer, on_step=None):
     """Record every parameter's gradient at each optimizer step of `trainer` (after clipping,
     before AdamW touches the weights): returns the list the steps append to. on_step(index), if
@@ -99,9 +112,9 @@ def capture_gradients(trainer, on_step=None):
     def record(optimizer, args, kwargs):
         if on_step is not None:
             on_step(len(grads))
-        params = list(trainer.model.parameters()) + (list(trainer.critic_model.parameters()) if trainer.critic else [])
+        params = [p for learner in trainer.learners for p in learner.module.parameters()]
         grads.append([p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params])
-    trainer.optimizer.register_step_pre_hook(record)
+    trainer.actor.optimizer.register_step_pre_hook(record)
     return grads
 
 

@@ -68,9 +68,9 @@ def run_steps(case: str, batches: list, rank: int, world: int) -> list:
                                                                                    answers=len(first) // world)
     trainer.sample = sample
     if world == 1:
-        trainer.minibatch_orders = lambda n: interleaved_orders(trainer, n, 2)
+        trainer.updater.minibatch_orders = lambda step, n: interleaved_orders(trainer, n, 2)
     else:
-        trainer.minibatch_orders = lambda n: [torch.arange(n)] * trainer.config.ppo_epochs
+        trainer.updater.minibatch_orders = lambda step, n: [torch.arange(n)] * trainer.config.ppo_epochs
     grads = capture_gradients(trainer)
     for _ in range(STEPS):
         trainer.train_step()

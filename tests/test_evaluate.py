@@ -26,7 +26,7 @@ def test_each_reported_number_decodes_the_split_it_is_named_after(monkeypatch):
                           len(a), split)
     monkeypatch.setattr(math_trainer, "evaluate", by_split)
     trainer, metrics = make_trainer(), {}
-    reported = rl_ddp.evaluate(trainer, metrics, "")  # what the entry script logs, prints and summarises
+    reported = rl_ddp.evaluate_and_report(trainer, metrics, "")  # what the entry script logs, prints and summarises
     assert metrics["eval/accuracy"] == 0.5 and metrics["val/accuracy"] == 0.25
     assert reported.accuracy == 0.5 and sorted(seen) == ["test", "validation"]
     assert len(trainer.eval_set("test")[0]) == len(trainer.eval_set("validation")[0]) == trainer.config.num_eval
@@ -50,7 +50,7 @@ def test_evaluation_decodes_greedily():
     a, b = trainer.eval_set("test")
     _, targets = trainer.env.encode(a, b)
     answers = greedy_answers(trainer.model, trainer.env, a, b)
-    result = trainer.evaluate("test")
+    result = trainer.accuracy("test")
     assert result.digit_accuracy == pytest.approx(digit_match(trainer.env, targets, answers).mean().item(), abs=1e-9)
     assert result.accuracy == pytest.approx(exact_match(trainer.env, targets, answers).mean().item(), abs=1e-9)
-    assert trainer.evaluate("test") == result  # the same answers every time
+    assert trainer.accuracy("test") == result  # the same answers every time

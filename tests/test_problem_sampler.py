@@ -12,7 +12,7 @@ import torch
 import torch.distributed
 import torch.multiprocessing as mp
 
-from helpers import REPO, assert_same_state, make_trainer
+from helpers import REPO, assert_same_state, fresh_trainer, make_trainer
 from rl import seeding
 from rl.dist import DistInfo
 from rl.math_env import SPLITS, MathEnvironment
@@ -178,8 +178,7 @@ def test_resume_restores_the_selection_state_exactly(tmp_path, sampler):
     half = run_steps(make_trainer(**settings), 4).state_dict()
     torch.save(half, tmp_path / "half.pt")
     snap = torch.load(tmp_path / "half.pt", weights_only=True)
-    fresh = make_trainer(seed=999, **settings)
-    fresh.config = fresh.rollouts.config = make_trainer(**settings).config
+    fresh = fresh_trainer(**settings)
     fresh.load_state_dict(snap)
     assert_same_state(straight, run_steps(fresh, 4).state_dict())
     forgetful = make_trainer(**settings)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import rl.seeding as seeding
-from helpers import assert_same_state, load, make_trainer, metrics, run, start, wait_for
+from helpers import assert_same_state, fresh_trainer, load, make_trainer, metrics, run, start, wait_for
 
 # 8 steps of a 2-layer adder model from scratch: each step takes long enough (~0.3 s) that
 # a kill lands mid-run, and digit_match gives a random policy gradients to follow.
@@ -122,8 +122,7 @@ def test_resume_in_process_is_exact_for_each_kind_of_state(tmp_path, overrides):
     for _ in range(3):
         half.train_step()
     torch.save(half.state_dict(), tmp_path / "half.pt")
-    fresh = make_trainer(seed=999, **overrides)
-    fresh.config = fresh.rollouts.config = make_trainer(**overrides).config
+    fresh = fresh_trainer(**overrides)
     fresh.load_state_dict(torch.load(tmp_path / "half.pt", weights_only=True))
     for _ in range(3):
         fresh.train_step()
@@ -144,8 +143,7 @@ def test_resume_in_process_is_exact_and_the_negative_control_fails(tmp_path, mon
     def resumed_state():
         half = run_steps(make_trainer(), 4).state_dict()
         torch.save(half, tmp_path / "half.pt")
-        fresh = make_trainer(seed=999)  # other initial weights: everything must come from the snapshot
-        fresh.config = fresh.rollouts.config = make_trainer().config
+        fresh = fresh_trainer()  # other initial weights: everything must come from the snapshot
         fresh.load_state_dict(torch.load(tmp_path / "half.pt", weights_only=True))
         return run_steps(fresh, 4).state_dict()
 

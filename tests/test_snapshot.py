@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from helpers import TINY_ARGS, load, make_trainer, run
-from rl import algorithms, math_trainer, snapshot
+from rl import algorithms, objectives, run_dir, snapshot
 from rl.math_trainer import TrainingError
 
 
@@ -19,7 +19,7 @@ def test_non_finite_loss_skips_the_update_and_stops_after_max_bad_steps(monkeypa
     trainer.train_step()
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     real = algorithms.compute_policy_loss
-    monkeypatch.setattr(math_trainer, "compute_policy_loss",
+    monkeypatch.setattr(objectives, "compute_policy_loss",
                         lambda *a, **k: (real(*a, **k)[0] * float("nan"), real(*a, **k)[1]))
     for expected in (1, 2):
         metrics = trainer.train_step()
@@ -28,7 +28,7 @@ def test_non_finite_loss_skips_the_update_and_stops_after_max_bad_steps(monkeypa
     with pytest.raises(TrainingError, match="non-finite loss or gradient norm for 3 steps in a row \\(up to step 4\\)"):
         trainer.train_step()
     assert trainer.weights_are_finite()
-    monkeypatch.setattr(math_trainer, "compute_policy_loss", real)
+    monkeypatch.setattr(objectives, "compute_policy_loss", real)
     trainer.bad_steps_in_a_row = 0
     trainer.train_step()  # a finite step updates again and resets the count
     assert trainer.bad_steps_in_a_row == 0 and not torch.equal(before["wte.weight"], trainer.model.wte.weight)
@@ -121,8 +121,8 @@ def test_snapshots_are_ordered_by_step_number_not_by_name(tmp_path):
     for step in (2, 9, 10):
         trainer.step = step
         snapshot.save_atomic(trainer.state_dict(), str(tmp_path / f"rl_snapshot_{step}.pt"))
-    assert [step for step, _ in snapshot.snapshot_steps(str(tmp_path))] == [2, 9, 10]
+    assert [step for step, _ in run_dir.snapshot_steps(str(tmp_path))] == [2, 9, 10]
     snap, path = snapshot.newest_valid_snapshot(str(tmp_path))
     assert snap["step"] == 10 and path.endswith("rl_snapshot_10.pt")
-    snapshot.prune_snapshots(str(tmp_path), keep=2)
+    run_dir.prune_snapshots(str(tmp_path), keep=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rl_snapshot_10.pt", "rl_snapshot_9.pt"]

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 import reference
-from helpers import assert_grads_close, capture_gradients, make_trainer
+from helpers import assert_grads_close, capture_gradients, critic_of, make_trainer
 from model.gpt import KVCache
-from rl import math_trainer
+from rl import objectives
 from rl.algorithms import ALGORITHMS, group_all_equal
-from rl.math_trainer import MathRLTrainer, lr_lambda
+from rl.update import lr_lambda
 
 
 def test_learning_rate_schedule_by_hand():
@@ -36,7 +36,7 @@ def reference_gradients(trainer, steps: int = 2):
 
     def sample(step):
         state["sampler"] = copy.deepcopy(trainer.model)  # the policy that samples this step
-        state["critic"] = copy.deepcopy(trainer.critic_model)  # and the critic that scores it
+        state["critic"] = copy.deepcopy(critic_of(trainer))  # and the critic that scores it
         state["baseline"] = trainer.baseline
         first, batch, sampled = real_sample(step)
         state["first"], state["batch"] = first, batch
@@ -49,14 +49,14 @@ def reference_gradients(trainer, steps: int = 2):
             state["data"] = batch_for_reference(trainer, state)
             state["first_index"] = index
         k, data = index - state["first_index"], state["data"]
-        order = trainer.minibatch_orders(data["rows"])[k // c.ppo_minibatches]
+        order = trainer.updater.minibatch_orders(trainer.step, data["rows"])[k // c.ppo_minibatches]
         rows = torch.tensor_split(order, c.ppo_minibatches)[k % c.ppo_minibatches]
         if c.objective == "dpo":
             loss = reference.dpo_step_loss(trainer.model, trainer.ref_model, c, trainer.env, data, rows)
         else:
             loss = reference.step_loss(trainer.model, c, trainer.env, data, rows)
-        if trainer.critic is not None:
-            loss = loss + reference.value_loss(trainer.critic_model, c, data, rows)
+        if critic_of(trainer) is not None:
+            loss = loss + reference.value_loss(critic_of(trainer), c, data, rows)
         expected.append(list(torch.autograd.grad(loss, params, allow_unused=True)))
     grads = capture_gradients(trainer, on_step)
     for p in trainer.model.parameters():  # what a warm start could leave behind must not join the step
@@ -69,7 +69,7 @@ def reference_gradients(trainer, steps: int = 2):
 
 
 def trainer_parameters(trainer) -> list:
-    return list(trainer.model.parameters()) + (list(trainer.critic_model.parameters()) if trainer.critic else [])
+    return [p for learner in trainer.learners for p in learner.module.parameters()]
 
 
 def batch_for_reference(trainer, state):
@@ -89,7 +89,7 @@ def batch_for_reference(trainer, state):
             "ref_logp": reference.answer_logprobs(trainer.ref_model, batch.prompts, batch.generated, T)
             if c.kl_coef > 0 else None}
     if c.objective == "rft":
-        assert (batch.generated == batch.targets).all()  # only exactly right answers are trained on
+        assert (batch.generated == batch.solutions).all()  # only exactly right answers are trained on
         data["advantages"] = torch.ones(len(batch))
     if c.objective == "dpo":
         data["chosen"], data["rejected"] = reference.pairs(rewards, c.rl_rollout_size)
@@ -140,13 +140,10 @@ def test_every_optimizer_step_takes_the_reference_gradient(case):
 
 def supervised(trainer, steps: int):
     import numpy as np
-    from rl.warm_start import supervised_loss
+    from rl.warm_start import teacher_forced_step
     optimizer, rng = torch.optim.Adam(trainer.model.parameters(), lr=3e-3), np.random.default_rng(0)
     for _ in range(steps):
-        loss = supervised_loss(trainer.model, trainer.env, *trainer.env.sample_operands(64, rng), "cpu")
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+        teacher_forced_step(trainer.model, trainer.env, optimizer, *trainer.env.sample_operands(64, rng), "cpu")
     trainer.model.zero_grad(set_to_none=True)
 
 
@@ -156,17 +153,17 @@ def test_update_logprobs_at_temperature_equal_the_samplers_through_the_kv_cache(
     T = 2.0
     trainer = make_trainer(rl_algorithm="reinforce", rl_temperature=T, rl_ga_steps=1)
     seen = {}
-    real, real_logprobs = trainer.micro_loss, math_trainer.token_logprobs
+    real, real_logprobs = trainer.objective.loss, objectives.token_logprobs
 
-    def spy(part, norm, **kw):
+    def spy(policy, part, norm):
         seen.update(sequences=part.sequences, generated=part.generated, mask=part.mask)
-        return real(part, norm, **kw)
+        return real(policy, part, norm)
 
     def spy_logprobs(logits, tokens):  # what the update differentiates
         seen["logp"] = real_logprobs(logits, tokens).detach()
         return real_logprobs(logits, tokens)
-    trainer.micro_loss = spy
-    monkeypatch.setattr(math_trainer, "token_logprobs", spy_logprobs)
+    trainer.objective.loss = spy
+    monkeypatch.setattr(objectives, "token_logprobs", spy_logprobs)
     model = copy.deepcopy(trainer.model)  # the policy that samples (the step then moves the trainer's)
     trainer.train_step()
     P = trainer.env.prompt_len
@@ -184,8 +181,8 @@ def test_update_logprobs_at_temperature_equal_the_samplers_through_the_kv_cache(
 def test_the_baseline_moves_only_after_this_steps_advantages(monkeypatch):
     trainer = make_trainer(rl_algorithm="reinforce")
     used = []
-    real = math_trainer.compute_advantages
-    monkeypatch.setattr(math_trainer, "compute_advantages", lambda *a, **k: used.append(k["baseline"]) or real(*a, **k))
+    real = objectives.compute_advantages
+    monkeypatch.setattr(objectives, "compute_advantages", lambda *a, **k: used.append(k["baseline"]) or real(*a, **k))
     first = trainer.train_step()
     after_first = trainer.baseline
     second = trainer.train_step()
@@ -221,7 +218,7 @@ def test_the_entropy_bonus_pushes_entropy_up():
 def test_micro_batches_and_skipped_answers_do_not_change_the_gradient():
     base = dict(rl_algorithm="grpo", grad_clip=0.0)
     one, four, full = make_trainer(rl_ga_steps=1, **base), make_trainer(rl_ga_steps=4, **base), make_trainer(**base)
-    full.skip_zero_advantage = False
+    full.objective.skip_zero = False
     grads = [capture_gradients(t) for t in (one, four, full)]
     metrics = [t.train_step() for t in (one, four, full)]
     assert 0.0 < metrics[0]["train/skipped_share"] < 1.0 and metrics[2]["train/skipped_share"] == 0.0
@@ -245,7 +242,7 @@ def test_the_critics_gradient_is_clipped_too(monkeypatch):
     trainer.start_models()
     norm = lambda m: torch.sqrt(sum((p.grad ** 2).sum() for p in m.parameters() if p.grad is not None)).item()
     clipped, raw = [], []
-    trainer.critic_optimizer.register_step_pre_hook(lambda *a: clipped.append(norm(trainer.critic_model)))
+    trainer.objective.critic.optimizer.register_step_pre_hook(lambda *a: clipped.append(norm(critic_of(trainer))))
     real_clip = torch.nn.utils.clip_grad_norm_
 
     def clip(params, max_norm):
@@ -291,7 +288,7 @@ def test_when_refills_run_out_the_step_trains_on_what_was_kept_not_on_filler():
     assert metrics["train/sampling_rounds"] == 3 and metrics["train/batch_answers"] == 0
     assert metrics["train/answers_generated"] == 16 * 4 + 2 * 4 * 16 * 4  # the first round, then 4 batches twice
     assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
-    assert trainer.optimizer.state_dict()["state"] == {}
+    assert trainer.actor.optimizer.state_dict()["state"] == {}
 
 
 def test_a_short_batch_is_normalised_by_the_answers_it_trains_on():
@@ -318,7 +315,7 @@ def test_step_metrics_count_what_happened():
     trainer.sample = lambda step: seen.setdefault("out", real(step))
     metrics = trainer.train_step()
     first, batch, sampled = seen["out"]
-    exact = (first.generated == first.targets).all(dim=1).float().mean().item()
+    exact = (first.generated == first.solutions).all(dim=1).float().mean().item()
     assert metrics["train/accuracy"] == pytest.approx(exact)
     assert metrics["train/avg_reward"] == pytest.approx(first.rewards.mean().item())
     assert metrics["train/answers_generated"] == sampled.answers > len(first)  # every round counted
@@ -344,7 +341,7 @@ def test_each_algorithm_takes_epochs_times_minibatches_optimizer_steps(algorithm
     trainer = make_trainer(rl_algorithm=algorithm, **({"rewards": "exact_match:1.0"} if algorithm == "rft" else {}))
     metrics = trainer.train_step()
     assert all(math.isfinite(v) for v in metrics.values())
-    c, state = trainer.config, trainer.optimizer.state_dict()["state"]
+    c, state = trainer.config, trainer.actor.optimizer.state_dict()["state"]
     if algorithm == "rft":  # a random policy writes no right answer: nothing to imitate, no step
         assert metrics["train/batch_answers"] == 0 and state == {}
     else:
@@ -360,15 +357,16 @@ def test_ppo_ratios_are_taken_against_the_samplers_own_logprobs():
     full = reference.answer_logprobs(trainer.model, batch.prompts, batch.generated, 1.3)
     torch.testing.assert_close(batch.logp[mask], full[mask], atol=2e-5, rtol=1e-5)
     seen = []
-    real = trainer.micro_loss
-    trainer.micro_loss = lambda part, norm: seen.append(part.old_logp) or real(part, norm)
+    real = trainer.objective.loss
+    trainer.objective.loss = lambda policy, part, norm: seen.append(part.old_logp) or real(policy, part, norm)
     metrics = trainer.train_step()
     assert all(old is not None for old in seen)
     for row in torch.cat(seen):  # each row's old log-probs are the sampler's log-probs of some answer
         assert (batch.logp == row).all(dim=1).any()
     assert metrics["train/ratio_mean"] == pytest.approx(1.0, abs=1e-2)
     single = make_trainer(rl_algorithm="reinforce")
-    single.micro_loss = lambda part, norm: seen.append(part.old_logp) or MathRLTrainer.micro_loss(single, part, norm)
+    real_single = single.objective.loss
+    single.objective.loss = lambda policy, part, norm: seen.append(part.old_logp) or real_single(policy, part, norm)
     single.train_step()
     assert seen[-1] is None  # one update per rollout: on-policy, no ratio
 
@@ -390,17 +388,17 @@ def test_the_critic_starts_from_the_policy_and_learns_at_its_own_rate():
     trainer = make_trainer(rl_algorithm="ppo_critic", critic_learning_rate=2e-3, learning_rate=5e-4, warmup_steps=4)
     policy_before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     metrics = trainer.train_step()
-    critic = trainer.critic_model
+    critic = critic_of(trainer)
     for name, value in critic.trunk.state_dict().items():  # its trunk started from the policy's weights...
         assert not torch.equal(value, policy_before[name]) or name == "lm_head.weight"  # ...and moved since
-    assert trainer.critic_optimizer.param_groups[0]["lr"] == pytest.approx(2e-3 * 2 / 4)  # warmup step 2 of 4
-    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(5e-4 * 2 / 4)
+    assert trainer.objective.critic.optimizer.param_groups[0]["lr"] == pytest.approx(2e-3 * 2 / 4)  # warmup step 2 of 4
+    assert trainer.actor.optimizer.param_groups[0]["lr"] == pytest.approx(5e-4 * 2 / 4)
     assert metrics["train/value_loss"] > 0 and "train/explained_variance" in metrics
     fresh = make_trainer(rl_algorithm="ppo_critic")
     fresh.start_models()
-    for name, value in fresh.critic_model.trunk.state_dict().items():
+    for name, value in critic_of(fresh).trunk.state_dict().items():
         assert torch.equal(value, fresh.model.state_dict()[name])
-    assert fresh.critic_model.value_head.weight.abs().sum() == 0  # every value starts at 0
+    assert critic_of(fresh).value_head.weight.abs().sum() == 0  # every value starts at 0
 
 
 @pytest.mark.parametrize("estimator", ["k1", "k2", "k3"])
@@ -412,3 +410,24 @@ def test_kl_penalty_keeps_a_frozen_reference_and_starts_at_zero(estimator):
     assert second["train/kl"] > 1e-6
     assert "ref_model" in trainer.state_dict()
     assert make_trainer(rl_algorithm="grpo").ref_model is None  # no KL, no reference model
+
+
+def test_a_new_objective_is_a_class_and_a_table_entry(monkeypatch):
+    """README "Adding an algorithm", as written there: an objective class, its OBJECTIVES entry and a
+    row; the trainer unchanged dispatches to it. A = r - 1, so exactly the wrong answers teach."""
+    from rl import algorithms
+
+    class Unlikelihood(objectives.PolicyGradient):
+        def advantages(self, rewards, stats):
+            return rewards - 1.0
+    monkeypatch.setitem(objectives.OBJECTIVES, "unlikelihood", Unlikelihood)
+    monkeypatch.setattr(algorithms, "OBJECTIVES", (*algorithms.OBJECTIVES, "unlikelihood"))
+    monkeypatch.setitem(ALGORITHMS, "unlikelihood", dict(ALGORITHMS["reinforce"], objective="unlikelihood"))
+    trainer = make_trainer(rl_algorithm="unlikelihood", rewards="digit_match:1.0", grad_clip=0.0)
+    assert type(trainer.objective) is Unlikelihood
+    # its optimizer steps take the gradient of the reference loss with A = r - 1
+    monkeypatch.setattr(reference, "advantages", lambda rewards, config, baseline: rewards - 1.0)
+    grads, expected = reference_gradients(trainer)
+    assert len(grads) == 2
+    for actual, wanted in zip(grads, expected):
+        assert_grads_close(actual, wanted)

@@ -44,14 +44,15 @@ import torch
 
 from configs import get_config_class
 from model.gpt import GPT, GPTConfig
+from rl import run_dir
 from rl.dist import DistInfo
 from rl.evaluate import evaluate
 from rl.math_env import MathEnvironment
-from rl.math_trainer import lr_lambda
+from rl.update import lr_lambda
 from rl.snapshot import load_snapshot
 from rl.tools import launch
 from rl.tools.report import first_reaching, markdown_table, median_range, svg_lines
-from rl.warm_start import supervised_loss
+from rl.warm_start import teacher_forced_step
 
 TARGETS = (0.95, 0.99, 0.995)
 RESULTS = os.path.join(launch.REPO, "results", "benchmark")
@@ -79,28 +80,25 @@ def run_one(config_name: str, seed: int, args, sampler: str = None) -> dict:
     os.makedirs(out_dir)
     shared = os.path.join(args.out_dir, "warm_starts", run_name(config_name, None, seed, args.nproc) + ".pt")
     if sampler and os.path.exists(shared):
-        shutil.copy(shared, os.path.join(out_dir, "warm_start.pt"))
+        shutil.copy(shared, run_dir.warm_start_path(out_dir))
     t0 = time.time()
     launch.run(["--config_name", config_name, f"--seed={seed}", "--no_wandb", f"--out_dir={out_dir}",
                 "--resume=never", *(sampler_args(sampler) if sampler else []),
                 *[f"--{kv}" for kv in args.set]], nproc=args.nproc,
-               log_path=os.path.join(out_dir, "run.log"))  # the console, to follow with tail -f
+               log_path=run_dir.log_path(out_dir))  # the console, to follow with tail -f
     wall = time.time() - t0
     row = summarize(out_dir, dict(config=config_name, sampler=sampler or "default", seed=seed, processes=args.nproc,
                                   set=args.set), wall)
     if sampler and not row["warm_start_cached"]:  # the first run of this config and seed: share its warm start
         os.makedirs(os.path.dirname(shared), exist_ok=True)
-        shutil.copy(os.path.join(out_dir, "warm_start.pt"), shared)
+        shutil.copy(run_dir.warm_start_path(out_dir), shared)
     return row
 
 
 def summarize(out_dir: str, row: dict, wall: float) -> dict:
     """A run's result from its folder (summary.json, metrics.jsonl), with the wall seconds it took
     here. A copied warm start took no time here: its seconds as measured when it was trained count."""
-    with open(os.path.join(out_dir, "summary.json")) as f:
-        s = json.load(f)
-    with open(os.path.join(out_dir, "metrics.jsonl")) as f:
-        rows = [json.loads(line) for line in f]
+    s, rows = run_dir.read_summary(out_dir), run_dir.read_metrics(out_dir)
     offset = s.get("warm_start_seconds", 0.0) if s.get("warm_start_cached") else 0.0
     curve = [(r["perf/run_seconds"] + offset, r["eval/accuracy"]) for r in rows if "eval/accuracy" in r]
     steps = [r for r in rows if "train/answers_generated" in r]
@@ -133,7 +131,7 @@ def supervised_baseline(row: dict, config_name: str, seed: int) -> dict:
     config = get_config_class(config_name)(seed=seed).get_args_ready()
     env = MathEnvironment(**config.task_args())
     model = GPT(GPTConfig(**config.model_args()))
-    model.load_state_dict(load_snapshot(os.path.join(row["out_dir"], "warm_start.pt"))["model"])
+    model.load_state_dict(load_snapshot(run_dir.warm_start_path(row["out_dir"]))["model"])
     optimizer = model.configure_optimizer(lr=config.sft_learning_rate, weight_decay=config.weight_decay,
                                           betas=(config.adam_beta1, config.adam_beta2))
     rng = np.random.default_rng(seed)
@@ -142,11 +140,8 @@ def supervised_baseline(row: dict, config_name: str, seed: int) -> dict:
     def step(i: int, total: int):
         for group in optimizer.param_groups:  # RL's schedule: 10 warmup steps, cosine decay to a tenth
             group["lr"] = config.sft_learning_rate * lr_lambda(i, warmup_steps=10, total_steps=total, min_lr_ratio=0.1)
-        loss = supervised_loss(model, env, *env.sample_operands(config.sft_batch_size, rng), "cpu")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
+        teacher_forced_step(model, env, optimizer, *env.sample_operands(config.sft_batch_size, rng), "cpu",
+                            grad_clip=config.grad_clip)
 
     t0 = time.time()
     for i in range(5):  # time a few steps (still warming up), then fix how many fit in RL's seconds

@@ -26,13 +26,14 @@ import statistics
 from concurrent.futures import ThreadPoolExecutor
 
 from rl.algorithms import ALGORITHMS
+from rl import run_dir
 from rl.tools import launch
 from rl.tools.report import markdown_table, median_range, svg_lines
 
 
 def warm_start(config: str, root: str, extra: list, threads: int) -> str:
     out = os.path.join(root, config, "warm_start_run")
-    path = os.path.join(out, "warm_start.pt")
+    path = run_dir.warm_start_path(out)
     if not os.path.exists(path):
         launch.run(["--config_name", config, "--rl_train_steps=0", f"--out_dir={out}", "--no_wandb", "--resume=never",
                     *extra], threads=threads)
@@ -41,22 +42,18 @@ def warm_start(config: str, root: str, extra: list, threads: int) -> str:
 
 def one_run(config: str, algorithm: str, seed: int, init: str, root: str, extra: list, threads: int) -> dict:
     out = os.path.join(root, config, f"{algorithm}-seed{seed}")
-    if not os.path.exists(os.path.join(out, "summary.json")):  # a finished run is reused
+    if not os.path.exists(run_dir.summary_path(out)):  # a finished run is reused
         shutil.rmtree(out, ignore_errors=True)
         launch.run(["--config_name", config, f"--rl_algorithm={algorithm}", f"--seed={seed}", f"--init_from={init}",
                     "--eval_interval=25", f"--out_dir={out}", "--no_wandb", "--resume=never", *extra], threads=threads)
-    with open(os.path.join(out, "metrics.jsonl")) as f:
-        rows = [json.loads(line) for line in f]
+    rows = run_dir.read_metrics(out)
     answers, t0, curve = 0.0, rows[0]["perf/run_seconds"], []
     for r in rows:
         answers += r.get("train/answers_generated", 0.0)
         if "eval/accuracy" in r:
             curve.append({"step": r["step"], "seconds": r["perf/run_seconds"] - t0, "answers": answers,
                           "accuracy": r["eval/accuracy"]})
-    with open(os.path.join(out, "summary.json")) as f:
-        summary = json.load(f)
-    with open(os.path.join(out, "config.json")) as f:
-        c = json.load(f)
+    summary, c = run_dir.read_summary(out), run_dir.read_config(out)
     return {"config": config, "algorithm": algorithm, "seed": seed, "curve": curve, "steps": c["rl_train_steps"],
             "budget": c["rl_batch_size"] * c["rl_rollout_size"] * c["rl_train_steps"],
             "final_accuracy": summary["final_accuracy"], "rl_seconds": round(summary["rl_seconds"], 1),

@@ -32,7 +32,7 @@ from rl.dist import DistInfo
 from rl.evaluate import evaluate
 from rl.math_env import EQUALS, MathEnvironment, operation
 from rl.tools.report import markdown_table
-from rl.warm_start import supervised_loss
+from rl.warm_start import teacher_forced_step
 
 
 def unshifted_multiplication(a: int, b: int, ndigit: int) -> list:
@@ -67,11 +67,7 @@ def curve(layout: str, seed: int, args) -> list:
     for step in range(1, args.steps + 1):
         for group in optimizer.param_groups:
             group["lr"] = args.lr * min(1.0, step / 50)
-        loss = supervised_loss(model, env, *env.sample_operands(args.batch, rng), "cpu")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        teacher_forced_step(model, env, optimizer, *env.sample_operands(args.batch, rng), "cpu", grad_clip=1.0)
         if step % args.every == 0:
             val = evaluate(model, env, val_a, val_b, info, num_mistakes=0, split="validation")
             train = evaluate(model, env, train_a, train_b, info, num_mistakes=0, split="train")

@@ -16,21 +16,19 @@ import json
 import os
 import shutil
 
+from rl import run_dir
 from rl.tools import launch
 from rl.tools.report import first_reaching, markdown_table, median_range
 
 
 def run_variant(config: str, name: str, overrides: list, seed: int, root: str) -> dict:
     out = os.path.join(root, config, f"{name.replace(' ', '_')}-seed{seed}")
-    if not os.path.exists(os.path.join(out, "summary.json")):  # a finished run is reused
+    if not os.path.exists(run_dir.summary_path(out)):  # a finished run is reused
         shutil.rmtree(out, ignore_errors=True)
         os.makedirs(out)
         launch.run(["--config_name", config, f"--seed={seed}", "--no_wandb", "--resume=never", f"--out_dir={out}",
-                    *[f"--{kv}" for kv in overrides]], log_path=os.path.join(out, "run.log"))
-    with open(os.path.join(out, "metrics.jsonl")) as f:
-        rows = [json.loads(line) for line in f]
-    with open(os.path.join(out, "summary.json")) as f:
-        summary = json.load(f)
+                    *[f"--{kv}" for kv in overrides]], log_path=run_dir.log_path(out))
+    rows, summary = run_dir.read_metrics(out), run_dir.read_summary(out)
     curve = [(r["perf/run_seconds"], r["val/accuracy"]) for r in rows if "val/accuracy" in r]
     return {"variant": name, "seed": seed, "overrides": overrides, "curve": curve,
             "warm_start_validation": summary.get("warm_start_validation"), "final_validation": curve[-1][1],

@@ -1,0 +1,322 @@
+"""What the update optimises: one class per objective, chosen once by `make_objective`.
+
+Each objective answers the same four questions of a step, and the trainer asks nothing else:
+  targets(batch, rewards, stats)     stage 3: what the loss needs of the rewards, typed
+                                     (`PolicyTargets` or `Pairs`), and the count of informative rows
+  update_batch(batch, targets, ref)  the rows the update trains on (rl/update.py's UpdateBatch)
+  loss(part, norm)                   stage 4: one micro-batch's loss and the statistics it sums
+  metrics(s, stats, steps)           what only this objective has to report
+plus `learners`, the networks it trains beside the policy (the critic), and their state.
+
+  objective        class               stage 3                          stage 4
+  policy_gradient  PolicyGradient      advantages (advantage_mode)      clipped policy loss, KL, entropy
+  (gae)            ActorCritic         GAE from a learned critic        ... plus the clipped value loss
+  rft              RejectionSampling   every kept (right) answer: 1     the policy loss with A = 1
+  dpo              Preference          pairs (chosen, rejected)         the DPO loss against the reference
+
+Adding one: a class here with these methods, a row in `OBJECTIVES`, its name in rl/algorithms.py's
+`OBJECTIVES` and `ALGORITHMS` table (README "Adding an algorithm").
+"""
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from model.gpt import Critic
+from rl import dist
+from rl.algorithms import (KL_PLACEMENT, aggregate, answer_logits, compute_advantages, compute_entropy, compute_gae,
+                           compute_kl, compute_policy_loss, compute_value_loss, dpo_loss, explained_variance, masked,
+                           policy_logprobs, preference_pairs, sequence_logprobs, token_logprobs, token_rewards, whiten)
+from rl.rollout import Rollout
+from rl.update import Learner, UpdateBatch
+
+CRITIC_KEYS = ("critic", "critic_optimizer", "critic_scheduler")  # the critic's names in a snapshot
+
+
+@dataclass
+class PolicyTargets:
+    """Stage 3 for the policy gradient: advantages (N,), or (N, A) per token from GAE; with a critic,
+    returns (N, A) it regresses on and old_values (N, A), its values when the batch was scored."""
+    advantages: torch.Tensor
+    returns: Optional[torch.Tensor] = None
+    old_values: Optional[torch.Tensor] = None
+
+
+@dataclass
+class Pairs:
+    """Stage 3 for DPO: row indices of the batch, pair i is (chosen[i], rejected[i]), both (num_pairs,)."""
+    chosen: torch.Tensor
+    rejected: torch.Tensor
+
+
+class PolicyGradient:
+    """The policy-gradient family (reinforce, grpo, rloo, ppo, dapo): per-answer advantages from the
+    rewards, the clipped policy loss, a KL term (k2/k3) and an entropy bonus when configured."""
+    sums = ()  # statistics of its own that the update sums, beside the trainer's
+    owned = ()  # config fields only this objective reads (refused with any other)
+    owner = ""  # how a message names it
+    needs_reference = False  # the frozen policy RL starts from (a KL term asks for it too)
+    keep_only_right = False  # rollouts drop every answer that is not exactly right
+
+    def __init__(self, config, env, info: dist.DistInfo):
+        self.config, self.env, self.info = config, env, info
+        self.learners = []  # networks trained beside the policy
+        self.kl_in_loss = config.kl_coef > 0 and KL_PLACEMENT[config.kl_estimator] == "loss"
+        # An answer with advantage exactly 0 adds nothing to the policy loss; unless a KL or entropy
+        # term in the loss gives it a gradient of its own, it need not be forwarded.
+        self.skip_zero = not self.kl_in_loss and config.entropy_coef == 0
+
+    @staticmethod
+    def ignored(config, settings: dict, given, changed) -> str:
+        """The fix for a setting this objective would silently ignore, or "" (configs/base.py asks
+        before start). given(name): a row setting set explicitly; changed(name): off the preset's."""
+        return ""
+
+    def start(self, model: torch.nn.Module):
+        """On the first RL step: the networks that start from the policy as RL found it (none here)."""
+
+    def advantages(self, rewards: torch.Tensor, stats: dict) -> torch.Tensor:
+        c = self.config
+        return compute_advantages(rewards, c.rl_rollout_size, c.advantage_mode, baseline=stats["baseline_used"],
+                                  batch_mean=stats["batch_mean"], batch_std=stats["batch_std"])
+
+    def targets(self, batch: Rollout, rewards: torch.Tensor, stats: dict) -> PolicyTargets:
+        targets = PolicyTargets(self.advantages(rewards, stats))
+        adv = targets.advantages
+        stats["informative"] = int((adv != 0).any(dim=1).sum() if adv.dim() > 1 else (adv != 0).sum())
+        return targets
+
+    def update_batch(self, batch: Rollout, targets: PolicyTargets, ref_model) -> UpdateBatch:
+        c, env = self.config, self.env
+        data = UpdateBatch(batch.sequences, batch.generated, batch.mask(env.end_token), targets.advantages,
+                           returns=targets.returns, old_values=targets.old_values)
+        if c.ppo_epochs * c.ppo_minibatches > 1:
+            # A rollout that feeds several optimizer steps takes PPO ratios against the policy that
+            # sampled it: the sampler's own log-probs, kept from generation, so no extra forward pass.
+            data.old_logp = batch.logp
+        if self.kl_in_loss:
+            data.ref_logp = policy_logprobs(ref_model, data.sequences, data.generated, env.prompt_len,
+                                            c.rl_temperature, c.rl_ga_steps)
+        return data
+
+    def loss(self, policy, part: UpdateBatch, norm: dict) -> dict:
+        """The policy-gradient loss of one micro-batch (normalised by whole-minibatch counts), with the
+        entropy and KL terms that apply, and its statistics."""
+        c = self.config
+        # (n, A, V) at the sampling temperature: the distribution the answers were drawn from
+        logits = answer_logits(policy, part.sequences, self.env.prompt_len, c.rl_temperature)
+        logp = token_logprobs(logits, part.generated)
+        # old_logp None (one update per rollout): the plain policy gradient; else PPO's clipped ratio
+        policy_loss, stats = compute_policy_loss(logp, part.old_logp, part.advantages, part.mask, clip_low=c.clip_low,
+                                                 clip_high=c.clip_high, aggregation=c.loss_aggregation, **norm)
+        out = dict(policy_loss=policy_loss.detach(), **stats)
+        loss = policy_loss
+        if c.entropy_coef > 0:  # a bonus: the loss falls as the policy's entropy rises
+            entropy = compute_entropy(logits, part.mask)
+            out["entropy_loss"] = -c.entropy_coef * aggregate(entropy, part.mask, c.loss_aggregation, **norm)
+            loss = loss + out["entropy_loss"]
+        if part.ref_logp is not None:  # the KL term, with the estimator asked for
+            kl = compute_kl(logp, part.ref_logp, c.kl_estimator)
+            out["kl_loss"] = c.kl_coef * aggregate(kl, part.mask, c.loss_aggregation, **norm)
+            loss = loss + out["kl_loss"]
+            # what train/kl reports is always k3, whichever estimator the loss uses
+            out["kl_sum"] = masked(compute_kl(logp.detach(), part.ref_logp, "k3"), part.mask).sum()
+        out.update(loss=loss, total=loss.item())
+        return {k: v.detach() if torch.is_tensor(v) and k != "loss" else v for k, v in out.items()}
+
+    def local_sums(self, stats: dict, update: dict) -> dict:
+        """This rank's counts for metrics(), summed over ranks by the trainer."""
+        return {k: update[k] for k in self.sums}
+
+    def metrics(self, s: dict, stats: dict, steps: float) -> dict:
+        return {}
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, snap: dict, model: torch.nn.Module):
+        pass
+
+
+class RejectionSampling(PolicyGradient):
+    """objective=rft: rollouts keep only the answers that are exactly right (rl/rollout.py), and each
+    has advantage 1: the policy loss is then their log-likelihood."""
+    keep_only_right = True
+
+    @staticmethod
+    def ignored(config, settings: dict, given, changed) -> str:
+        if config.kl_coef > 0 and KL_PLACEMENT[config.kl_estimator] == "reward":
+            return ("kl_estimator=k1 puts the KL in the reward, which rft never reads (every right answer has "
+                    "advantage 1); use kl_estimator=k2 or k3")
+        if given("advantage_mode"):
+            return "advantage_mode has no effect with objective=rft: every right answer has advantage 1; leave it unset"
+        if given("loss_aggregation"):
+            return ("loss_aggregation has no effect with objective=rft: every answer it trains on is exactly right, "
+                    "so of full length, and all aggregations agree; leave it unset")
+        if changed("rewards") and not settings["dynamic_sampling"]:
+            return ("rewards have no effect with objective=rft: it keeps the answers that are exactly right; "
+                    "leave rewards at its default")
+        return ""
+
+    def advantages(self, rewards: torch.Tensor, stats: dict) -> torch.Tensor:
+        return torch.ones_like(rewards)
+
+
+class ActorCritic(PolicyGradient):
+    """advantage_mode=gae (ppo_critic): a critic, a second GPT with a scalar head started from the
+    warm start, gives the value of every answer prefix; the reward sits on the answer's last token,
+    advantages are GAE per token whitened over the batch, and the critic's clipped value loss joins
+    the policy's in one backward, its own AdamW beside the policy's."""
+    sums = ("value_loss", "value_clipped")
+    owned = ("gamma", "gae_lambda", "value_clip", "critic_learning_rate")
+    owner = "the critic (advantage_mode=gae, rl_algorithm=ppo_critic)"
+
+    def __init__(self, config, env, info: dist.DistInfo):
+        super().__init__(config, env, info)
+        self.skip_zero = False  # the value loss needs every answer, advantage 0 or not
+        self.critic = None  # a Learner from the first step (or a snapshot) on
+
+    def start(self, model: torch.nn.Module):
+        if self.critic is None:
+            self.set_critic(Critic.from_policy(model))
+
+    def set_critic(self, critic: Critic):
+        self.critic = Learner.build(critic, dist.wrap(critic, self.info), self.config, self.config.critic_learning_rate)
+        self.learners = [self.critic]
+
+    @torch.no_grad()
+    def targets(self, batch: Rollout, rewards: torch.Tensor, stats: dict) -> PolicyTargets:
+        """Per-token advantages by GAE from the critic's values, whitened over the batch of all ranks,
+        and the returns the critic regresses on; adds the critic's explained variance to stats."""
+        c, P = self.config, self.env.prompt_len
+        mask = batch.mask(self.env.end_token)
+        values = self.critic.module(batch.sequences[:, :-1])[:, P - 1:]  # V of the state before each answer token
+        advantages, returns = compute_gae(token_rewards(rewards, mask), values, mask, c.gamma, c.gae_lambda)
+        errors = masked(returns - values, mask)
+        s = dist.reduce_sums({"n": mask.sum(), "sum_a": advantages.sum(), "sum_a2": (advantages ** 2).sum(),
+                              "sum_r": returns.sum(), "sum_r2": (returns ** 2).sum(), "sum_e": errors.sum(),
+                              "sum_e2": (errors ** 2).sum()}, self.info.device)
+        n = max(s["n"], 1.0)
+        mean, std = s["sum_a"] / n, math.sqrt(max(s["sum_a2"] / n - (s["sum_a"] / n) ** 2, 0.0))
+        stats["explained_variance"] = explained_variance(s)
+        advantages = whiten(advantages, mask, mean, std)
+        stats["informative"] = int((advantages != 0).any(dim=1).sum())
+        return PolicyTargets(advantages, returns=returns, old_values=values)
+
+    def loss(self, policy, part: UpdateBatch, norm: dict) -> dict:
+        out = super().loss(policy, part, norm)
+        c = self.config
+        # the critic's own loss: separate parameters, one backward with the policy's
+        values = self.critic.wrapped(part.sequences[:, :-1])[:, self.env.prompt_len - 1:]
+        value_loss, value_stats = compute_value_loss(values, part.old_values, part.returns, part.mask,
+                                                     clip=c.value_clip, aggregation=c.loss_aggregation, **norm)
+        out.update(value_loss=value_loss.detach(), **value_stats)
+        out["loss"] = out["loss"] + value_loss
+        out["total"] = out["loss"].item()
+        return out
+
+    def metrics(self, s: dict, stats: dict, steps: float) -> dict:
+        return {"train/value_loss": s["value_loss"] / steps,
+                "train/explained_variance": stats["explained_variance"],
+                "train/value_clip_frac": s["value_clipped"] / max(s["tokens"], 1.0)}
+
+    def state_dict(self) -> dict:
+        return self.critic.state_dict(CRITIC_KEYS) if self.critic is not None else {}
+
+    def load_state_dict(self, snap: dict, model: torch.nn.Module):
+        if CRITIC_KEYS[0] in snap:
+            self.set_critic(Critic(model.config).to(self.info.device))
+            self.critic.load_state_dict(snap, CRITIC_KEYS)
+
+
+class Preference:
+    """objective=dpo (online DPO): answers to the same prompt paired, higher reward chosen and lower
+    rejected, and the DPO loss against the frozen policy RL started from."""
+    sums = ("pairs", "preferred", "chosen_reward", "rejected_reward")
+    owned = ("dpo_beta",)
+    owner = "objective=dpo"
+    skip_zero = False
+    needs_reference = True
+    keep_only_right = False
+
+    def __init__(self, config, env, info: dist.DistInfo):
+        self.config, self.env, self.info = config, env, info
+        self.learners = []
+
+    @staticmethod
+    def ignored(config, settings: dict, given, changed) -> str:
+        if config.kl_coef > 0:
+            return "kl_coef has no effect with objective=dpo: dpo_beta is DPO's KL strength; set kl_coef=0"
+        if config.entropy_coef > 0:
+            return "entropy_coef has no effect with objective=dpo: the DPO loss has no entropy term; set entropy_coef=0"
+        name = next((n for n in ("advantage_mode", "loss_aggregation", "clip_low", "clip_high") if given(n)), None)
+        if name:
+            return f"{name} has no effect with objective=dpo: the DPO loss reads pairs, not advantages; leave it unset"
+        return ""
+
+    def start(self, model: torch.nn.Module):
+        pass
+
+    def targets(self, batch: Rollout, rewards: torch.Tensor, stats: dict) -> Pairs:
+        G = self.config.rl_rollout_size
+        chosen, rejected = preference_pairs(rewards, G)  # within each group of G: a group all equal gives none
+        stats.update(pairs=len(chosen), informative=2 * len(chosen), groups_paired=len(set((chosen // G).tolist())))
+        return Pairs(chosen, rejected)
+
+    def update_batch(self, batch: Rollout, pairs: Pairs, ref_model) -> UpdateBatch:
+        """A row per pair: every tensor (num_pairs, 2, ...), chosen then rejected; ref_logp holds the
+        reference's sequence log-probs."""
+        c, env = self.config, self.env
+        sequences, mask = batch.sequences, batch.mask(env.end_token)
+        ref = sequence_logprobs(policy_logprobs(ref_model, sequences, batch.generated, env.prompt_len,
+                                                c.rl_temperature, c.rl_ga_steps), mask)
+        pair = lambda t: torch.stack([t[pairs.chosen], t[pairs.rejected]], dim=1)  # (num_pairs, 2, ...)
+        return UpdateBatch(pair(sequences), pair(batch.generated), pair(mask), ref_logp=pair(ref))
+
+    def loss(self, policy, part: UpdateBatch, norm: dict) -> dict:
+        """The DPO loss of one micro-batch of pairs (normalised by the minibatch's pairs, all ranks)."""
+        c, (n, _, A) = self.config, part.generated.shape
+        # chosen and rejected in one forward: (n, 2, ...) flattened to (2n, ...) and back
+        logits = answer_logits(policy, part.sequences.flatten(0, 1), self.env.prompt_len, c.rl_temperature)
+        logp = sequence_logprobs(token_logprobs(logits, part.generated.flatten(0, 1)).view(n, 2, A), part.mask)
+        # the reference's log-probs were taken once per step (update_batch); pairs counted over all ranks
+        loss, stats = dpo_loss(logp[:, 0], logp[:, 1], part.ref_logp[:, 0], part.ref_logp[:, 1], c.dpo_beta,
+                               num_pairs=norm["num_sequences"])
+        if not part.mask.any():  # the empty stand-in of a rank with nothing to forward
+            loss, stats = loss * 0.0, {k: v * 0.0 for k, v in stats.items()}
+        return dict(loss=loss, total=loss.item(), policy_loss=loss.detach(), **stats)
+
+    def local_sums(self, stats: dict, update: dict) -> dict:
+        return {"pairs_formed": stats["pairs"], "groups_paired": stats["groups_paired"],
+                **{k: update[k] for k in self.sums}}
+
+    def metrics(self, s: dict, stats: dict, steps: float) -> dict:
+        pairs = max(s["pairs"], 1.0)  # the pairs trained on, each once per epoch
+        return {"train/pairs": s["pairs_formed"],
+                "train/groups_without_pair": 1.0 - s["groups_paired"] / s["groups"],
+                "train/preference_accuracy": s["preferred"] / pairs,
+                "train/chosen_reward": s["chosen_reward"] / pairs,
+                "train/rejected_reward": s["rejected_reward"] / pairs,
+                "train/reward_margin": (s["chosen_reward"] - s["rejected_reward"]) / pairs}
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, snap: dict, model: torch.nn.Module):
+        pass
+
+
+# The one dispatch: an objective's class by name. The policy gradient whose advantages come from a
+# learned critic (advantage_mode=gae) is its own class, since the critic is a second network.
+OBJECTIVES = {"policy_gradient": PolicyGradient, "actor_critic": ActorCritic, "rft": RejectionSampling,
+              "dpo": Preference}
+
+
+def objective_class(objective: str, advantage_mode: str) -> type:
+    return OBJECTIVES["actor_critic" if advantage_mode == "gae" else objective]
+
+
+def make_objective(config, env, info: dist.DistInfo):
+    return objective_class(config.objective, config.advantage_mode)(config, env, info)

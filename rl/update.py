@@ -1,0 +1,189 @@
+"""The update's machinery, whatever the objective optimises: the networks it trains (`Learner`), the
+rows it trains on (`UpdateBatch`), and `Updater`, which takes ppo_epochs passes of ppo_minibatches
+optimizer steps over them. An objective (rl/objectives.py) says only what a micro-batch's loss is.
+
+One optimizer step, on every rank:
+  1. Count the minibatch's answer tokens and rows over all ranks: every loss is normalised by these
+     global counts, so the step is the same whatever the number of ranks and micro-batches.
+  2. Forward and backward rl_ga_steps micro-batches; DDP averages gradients on the last one only.
+  3. Clip each learner's global gradient norm to grad_clip; if the loss or a norm is not finite on
+     any rank, skip the step everywhere (the numerical guard); else AdamW steps.
+The schedule (linear warmup, cosine decay: `lr_lambda`) follows RL steps, one `schedule` a step.
+"""
+
+import math
+import warnings
+from collections import defaultdict
+from contextlib import ExitStack
+from dataclasses import dataclass, fields
+from functools import partial
+from typing import Callable, Optional
+
+import torch
+
+from model.gpt import configure_optimizer
+from rl import dist, seeding
+
+
+def lr_lambda(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float) -> float:
+    """Multiplier of the peak learning rate for the update after `step` updates: linear warmup
+    from 1/warmup_steps to 1, then cosine decay from 1 to min_lr_ratio at total_steps."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+@dataclass
+class Learner:
+    """A network the update trains: the module, what forwards it (its DDP wrapper under several
+    processes, else the module), its AdamW and its learning-rate schedule."""
+    module: torch.nn.Module
+    wrapped: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+
+    @classmethod
+    def build(cls, module: torch.nn.Module, wrapped: torch.nn.Module, config, lr: float) -> "Learner":
+        """AdamW at peak `lr` with the RL step's schedule; wrapped: the module itself or its DDP wrapper."""
+        c = config
+        optimizer = configure_optimizer(module, lr=lr, weight_decay=c.weight_decay, betas=(c.adam_beta1, c.adam_beta2))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, partial(
+            lr_lambda, warmup_steps=c.warmup_steps, total_steps=c.rl_train_steps, min_lr_ratio=c.min_lr_ratio))
+        return cls(module, wrapped, optimizer, scheduler)
+
+    def state_dict(self, keys: tuple) -> dict:
+        """keys: the snapshot's names for (module, optimizer, scheduler)."""
+        return dict(zip(keys, (self.module.state_dict(), self.optimizer.state_dict(), self.scheduler.state_dict())))
+
+    def load_state_dict(self, snap: dict, keys: tuple):
+        for part, key in zip((self.module, self.optimizer, self.scheduler), keys):
+            part.load_state_dict(snap[key])
+
+    def is_finite(self) -> bool:
+        return all(torch.isfinite(p).all() for p in self.module.parameters())
+
+
+@dataclass
+class UpdateBatch:
+    """What the update trains on, row for row: sequences (N, P + A), generated (N, A), mask (N, A),
+    advantages (N,) or (N, A); old_logp (N, A), the sampling policy's log-probs for PPO ratios when a
+    rollout feeds several optimizer steps (None when it feeds one: on-policy); ref_logp (N, A), the
+    frozen reference's, when a KL term is in the loss; returns and old_values (N, A), the critic's
+    targets and its values when the rollout was scored (ppo_critic). For DPO a row is a pair: every
+    tensor has a second dimension of 2 (chosen, rejected), ref_logp holds sequence log-probs, and
+    advantages is None."""
+    sequences: torch.Tensor
+    generated: torch.Tensor
+    mask: torch.Tensor
+    advantages: Optional[torch.Tensor] = None
+    old_logp: Optional[torch.Tensor] = None
+    ref_logp: Optional[torch.Tensor] = None
+    returns: Optional[torch.Tensor] = None
+    old_values: Optional[torch.Tensor] = None
+
+    def __len__(self) -> int:
+        return len(self.sequences)
+
+    def select(self, rows) -> "UpdateBatch":
+        return UpdateBatch(*(None if getattr(self, f.name) is None else getattr(self, f.name)[rows]
+                             for f in fields(self)))
+
+    def blank(self, pad_token: int) -> "UpdateBatch":
+        """One all-pad row shaped like these rows, with an empty mask and zeros elsewhere: what a rank
+        with nothing to forward forwards, so it still joins every gradient all-reduce."""
+        def blank(name):
+            t = getattr(self, name)
+            if t is None:
+                return None
+            fill = pad_token if name in ("sequences", "generated") else 0
+            return torch.full((1, *t.shape[1:]), fill, dtype=t.dtype, device=t.device)
+        return UpdateBatch(*(blank(f.name) for f in fields(self)))
+
+
+# loss_fn(part, norm) -> {"loss": tensor to backward, "total": its float, and stats to sum}
+LossFn = Callable[[UpdateBatch, dict], dict]
+
+
+class Updater:
+    """ppo_epochs passes of ppo_minibatches optimizer steps of every learner over an UpdateBatch."""
+
+    def __init__(self, config, info: dist.DistInfo, answer_len: int, pad_token: int):
+        self.config, self.info, self.answer_len, self.pad_token = config, info, answer_len, pad_token
+
+    def run(self, learners: list, data: UpdateBatch, loss_fn: LossFn, step: int, *, skip_zero=False) -> dict:
+        """Every optimizer step of RL step `step`; returns the statistics summed over micro-batches and
+        steps (this rank's). skip_zero: rows whose advantage is exactly 0 are not forwarded (their
+        policy loss and gradient are 0; the normalisers still count them)."""
+        # Nothing left on the parameters from elsewhere (a warm start's last backward) may join this step.
+        for learner in learners:
+            learner.optimizer.zero_grad(set_to_none=True)
+        sums = defaultdict(float)
+        sums.update(skipped=False, lr=learners[0].optimizer.param_groups[0]["lr"])
+        for order in self.minibatch_orders(step, len(data)):
+            for rows in torch.tensor_split(order, self.config.ppo_minibatches):
+                self.optimizer_step(learners, data, rows, loss_fn, sums, skip_zero)
+        return sums
+
+    def minibatch_orders(self, step: int, num_rows: int) -> list:
+        """The row order of each of the ppo_epochs passes (a shuffle per pass when a pass has
+        several minibatches), from the step's own stream so a resumed run shuffles alike."""
+        c = self.config
+        shuffle = seeding.torch_generator(c.seed, self.info.rank, step, seeding.SHUFFLE, "cpu")
+        return [(torch.randperm(num_rows, generator=shuffle) if c.ppo_minibatches > 1 else torch.arange(num_rows))
+                .to(self.info.device) for _ in range(c.ppo_epochs)]
+
+    def optimizer_step(self, learners: list, data: UpdateBatch, rows: torch.Tensor, loss_fn: LossFn, sums: dict,
+                       skip_zero: bool):
+        """One optimizer step of every learner on `rows`, accumulated over rl_ga_steps micro-batches."""
+        info = self.info
+        # Normalisers count every row of the minibatch on every rank, forwarded or not.
+        counts = dist.reduce_sums({"tokens": data.mask[rows].sum(), "rows": len(rows)}, info.device)
+        if counts["rows"] == 0:  # nothing to learn from on any rank (dynamic sampling kept nothing, no pairs)
+            return
+        norm = dict(num_tokens=counts["tokens"], num_sequences=counts["rows"], max_len=self.answer_len)
+        sums["rows"] += len(rows)
+        if skip_zero:
+            rows = rows[data.advantages[rows] != 0]
+        sums["forwarded"] += len(rows)
+        chunks, loss_sum = torch.tensor_split(rows, self.config.rl_ga_steps), 0.0
+        for i, chunk in enumerate(chunks):
+            # Every rank takes part in each gradient all-reduce, even with nothing to forward: an
+            # empty micro-batch forwards one row with an empty mask (loss and gradient exactly 0).
+            part = data.select(chunk) if len(chunk) else data.blank(self.pad_token)
+            with ExitStack() as stack:
+                if i < len(chunks) - 1 and info.distributed:  # DDP syncs gradients on the last only
+                    for learner in learners:
+                        stack.enter_context(learner.wrapped.no_sync())
+                out = loss_fn(part, norm)
+                # DDP averages gradients over ranks; the loss is already normalised by global counts,
+                # so scale by world_size to turn that average into the sum.
+                (out.pop("loss") * info.world_size).backward()
+            loss_sum += out.pop("total")
+            for k, v in out.items():
+                sums[k] += float(v)
+        self.take_step(learners, dist.reduce_sums({"loss": loss_sum}, info.device)["loss"], sums)
+
+    def take_step(self, learners: list, loss_sum: float, sums: dict):
+        """Clip, guard and step every learner, whatever the micro-batches accumulated."""
+        max_norm = self.config.grad_clip if self.config.grad_clip > 0 else float("inf")
+        norms = [torch.nn.utils.clip_grad_norm_(learner.module.parameters(), max_norm).item() for learner in learners]
+        # Numerical guard: a non-finite loss (on any rank) or gradient norm (the same on every rank
+        # after the gradient all-reduce) skips this update everywhere, so the weights and optimizer
+        # state stay finite and no rank waits for another.
+        bad = not all(math.isfinite(x) for x in (loss_sum, *norms))
+        for learner in learners:
+            if not bad:
+                learner.optimizer.step()
+            learner.optimizer.zero_grad(set_to_none=True)
+        sums["skipped"] |= bad
+        sums["grad_norm"] += norms[0]  # the policy's
+        sums["optimizer_steps"] += 1
+
+
+def schedule(learners: list):
+    """One RL step of every learner's schedule, taken whether the step updated or not."""
+    with warnings.catch_warnings():  # a step with nothing to train on took no optimizer step: intended
+        warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step", category=UserWarning)
+        for learner in learners:
+            learner.scheduler.step()
