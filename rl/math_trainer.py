@@ -153,6 +153,7 @@ class MathRLTrainer:
     def observe_outcomes(self, stats: RolloutStats):
         """Every rank's groups of this step, in rank order, into the problem sampler: every rank
         then holds the same selection state."""
+        # gathered before any rank updates: a state built from one rank's groups would differ per rank
         keys, successes = (dist.all_gather_rows(t.to(self.info.device)).cpu().numpy() for t in stats.outcomes())
         self.problem_sampler.observe(keys, successes, self.config.rl_rollout_size)
 
@@ -164,11 +165,12 @@ class MathRLTrainer:
         rewards, stats = batch.rewards, {}
         if self.kl_placement == "reward":  # k1: the KL to the reference is a penalty on the reward
             rewards, stats = self.kl_penalised_rewards(batch)
-        stats.update(self.reward_statistics(first, rewards))
+        stats.update(self.reward_statistics(first, rewards))  # over all ranks, so the baseline agrees on each
         if self.baseline is None:  # the first step's advantages are centred, not all positive
             self.baseline = stats["mean_reward"]
-        stats["baseline_used"] = self.baseline
+        stats["baseline_used"] = self.baseline  # the advantages use the baseline from before this step...
         targets = self.objective.targets(batch, rewards, stats)
+        # ...which only then follows this step's mean reward (every objective reports it)
         self.baseline = update_baseline(self.baseline, stats["mean_reward"], self.config.baseline_momentum)
         return targets, stats
 
@@ -219,6 +221,8 @@ class MathRLTrainer:
         """The step's metrics (README "Metrics" says what each means), summed over ranks by name."""
         G, env = self.config.rl_rollout_size, self.env
         first_mask = answer_mask(first.generated, env.end_token)
+        # This rank's sums: one all-reduce below, and every share is taken of the sums (a mean of
+        # per-rank shares would weigh a rank whose dynamic sampling kept little like a full one).
         local = {"exact": exact_match(env, first.solutions, first.generated).sum(),
                  "groups_equal": group_all_equal(first.rewards, G).sum(), "groups": len(first) // G,
                  "answer_tokens": first_mask.sum(), "entropy": masked(first.entropy, first_mask).sum(),
@@ -229,6 +233,7 @@ class MathRLTrainer:
                  **{k: update[k] for k in UPDATE_SUMS}, **self.objective.local_sums(stats, update),
                  **{f"reward/{k}": v.sum() for k, v in first.components.items()}}
         s = dist.reduce_sums(local, self.info.device)
+        # per first-round answer (what the policy does, refills excluded), per optimizer step
         n, steps, step_seconds = stats["first_n"], max(update["optimizer_steps"], 1.0), seconds["step"]
         tokens = max(s["tokens"], 1.0)
         metrics = {

@@ -118,8 +118,8 @@ class Updater:
         # Nothing left on the parameters from elsewhere (a warm start's last backward) may join this step.
         for learner in learners:
             learner.optimizer.zero_grad(set_to_none=True)
-        sums = defaultdict(float)
-        sums.update(skipped=False, lr=learners[0].optimizer.param_groups[0]["lr"])
+        sums = defaultdict(float)  # summed over micro-batches and optimizer steps; the trainer divides
+        sums.update(skipped=False, lr=learners[0].optimizer.param_groups[0]["lr"])  # the lr this step used
         for order in self.minibatch_orders(step, len(data)):
             for rows in torch.tensor_split(order, self.config.ppo_minibatches):
                 self.optimizer_step(learners, data, rows, loss_fn, sums, skip_zero)
@@ -143,7 +143,7 @@ class Updater:
             return
         norm = dict(num_tokens=counts["tokens"], num_sequences=counts["rows"], max_len=self.answer_len)
         sums["rows"] += len(rows)
-        if skip_zero:
+        if skip_zero:  # counted above, so dropping them leaves the normalisers, and the update, as they were
             rows = rows[data.advantages[rows] != 0]
         sums["forwarded"] += len(rows)
         chunks, loss_sum = torch.tensor_split(rows, self.config.rl_ga_steps), 0.0
