@@ -58,7 +58,7 @@ import torch
 from configs.base import BaseRLConfig
 from model.gpt import GPT, GPTConfig
 from rl import dist
-from rl.algorithms import (KL_PLACEMENT, answer_mask, compute_kl, group_all_equal, kl_reward_penalty, masked,
+from rl.algorithms import (KL_PLACEMENT, compute_kl, group_all_equal, kl_reward_penalty, masked,
                            policy_logprobs, update_baseline)
 from rl.evaluate import EvalResult, evaluate
 from rl.math_env import MathEnvironment
@@ -220,7 +220,7 @@ class MathRLTrainer:
                 seconds: dict) -> dict:
         """The step's metrics (README "Metrics" says what each means), summed over ranks by name."""
         G, env = self.config.rl_rollout_size, self.env
-        first_mask = answer_mask(first.generated, env.end_token)
+        first_mask = first.mask(env.end_token)
         # This rank's sums: one all-reduce below, and every share is taken of the sums (a mean of
         # per-rank shares would weigh a rank whose dynamic sampling kept little like a full one).
         local = {"exact": exact_match(env, first.solutions, first.generated).sum(),
