@@ -1,21 +1,25 @@
-"""Compare the RL algorithms side by side: same warm start, same budget, several seeds, both tasks.
+"""Compare the RL algorithms side by side: one warm start per task and seed, one clock, one budget.
 
     python -m rl.tools.compare                                   # every algorithm, both shipped configs, seeds 0 1 2
-    python -m rl.tools.compare --configs AdderRLConfig --algorithms reinforce grpo --seeds 0 --jobs 2
+    python -m rl.tools.compare --configs AdderRLConfig --runs reinforce grpo --seeds 0
+    python -m rl.tools.compare --table                           # the README's table from results/compare/
 
-For each config, one warm start is trained (the config's own seed) and every run starts RL from
-that same file (`--init_from`). Each run is the real command, `python rl/rl_ddp.py`, evaluating
-on the test set every 25 steps. Runs go `--jobs` at a time, each with OMP_NUM_THREADS = cores /
-jobs, so their wall times are comparable with each other (not with a run that has the whole
-machine). A run folder that already holds a summary.json is reused, so an interrupted comparison
-picks up where it stopped (delete out/compare to start afresh).
+A run is ALGORITHM or ALGORITHM:KEY=VALUE,... (config overrides for that run); by default every row
+of the algorithm table with the config as it is, and the default algorithm with uniform problem
+draws (and the two refill rounds uniform draws were measured with) beside the config's problem
+selection. Every run of a config and seed starts RL from the same warm start (`--init_from`): the
+benchmark's for that config and seed when it exists (out/benchmark/warm_starts/), else one trained
+here and put there. Runs go one at a time with the whole machine, so their seconds compare. Each is
+the real command, `python rl/rl_ddp.py`, evaluating test and validation every eval_interval steps.
+Each result is written to results/compare/<config>-<run>-seed<S>.json as it finishes, and a run
+whose file exists is not run again (--rerun to redo it), so an interrupted comparison continues.
 
-Per algorithm: test accuracy at a quarter, half and all of the run's rl_train_steps (50/100/200 by
-default; median over seeds, with min-max); the answers it generated (dynamic sampling's refills
-included) and its test accuracy at the last evaluation within the budget of answers a one-round
-algorithm generates in the run (rl_batch_size x rl_rollout_size x rl_train_steps), so an algorithm
-that samples more is not credited for it; and RL wall seconds. Plots of median test accuracy
-against RL steps, wall seconds and answers generated go to docs/compare_<config>_{steps,seconds,answers}.svg.
+Per config and run, medians over seeds with their range: test accuracy at a quarter, half and all
+of the steps; answers generated (refill rounds included); test accuracy at the last evaluation
+within a matched budget of answers (a one-round algorithm's, rl_batch_size x rl_rollout_size x
+rl_train_steps, so sampling more is not credited) and within matched seconds (the median RL
+seconds of the fastest run type, evaluations excluded). Plots of median test accuracy against
+answers and seconds: `python -m rl.tools.readme`.
 """
 
 import argparse
@@ -23,102 +27,105 @@ import json
 import os
 import shutil
 import statistics
-from concurrent.futures import ThreadPoolExecutor
 
 from rl.algorithms import ALGORITHMS
 from rl import run_dir
-from rl.tools import launch
-from rl.tools.report import markdown_table, median_range, svg_lines
+from rl.tools import launch, results
+from rl.tools.report import markdown_table, median_range
+
+DEFAULT_RUNS = [*ALGORITHMS, "dapo:problem_sampler=uniform,dynamic_sampling_max_rounds=2"]
+WARM_STARTS = os.path.join(launch.REPO, "out", "benchmark", "warm_starts")
 
 
-def warm_start(config: str, root: str, extra: list, threads: int) -> str:
-    out = os.path.join(root, config, "warm_start_run")
-    path = run_dir.warm_start_path(out)
+def run_label(spec: str) -> str:
+    """'dapo:problem_sampler=uniform,...' -> 'dapo+problem_sampler=uniform+...', for file names."""
+    return spec.replace(":", "+").replace(",", "+")
+
+
+def warm_start(config: str, seed: int, root: str) -> str:
+    """The warm start every run of this config and seed starts from, trained here if none exists."""
+    path = os.path.join(WARM_STARTS, f"{config}-seed{seed}.pt")
     if not os.path.exists(path):
-        launch.run(["--config_name", config, "--rl_train_steps=0", f"--out_dir={out}", "--no_wandb", "--resume=never",
-                    *extra], threads=threads)
+        out = os.path.join(root, config, f"warm_start-seed{seed}")
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        launch.run(["--config_name", config, f"--seed={seed}", "--rl_train_steps=0", f"--out_dir={out}",
+                    "--no_wandb", "--resume=never"], log_path=run_dir.log_path(out))
+        os.makedirs(WARM_STARTS, exist_ok=True)
+        shutil.copy(run_dir.warm_start_path(out), path)
     return path
 
 
-def one_run(config: str, algorithm: str, seed: int, init: str, root: str, extra: list, threads: int) -> dict:
-    out = os.path.join(root, config, f"{algorithm}-seed{seed}")
-    if not os.path.exists(run_dir.summary_path(out)):  # a finished run is reused
-        shutil.rmtree(out, ignore_errors=True)
-        launch.run(["--config_name", config, f"--rl_algorithm={algorithm}", f"--seed={seed}", f"--init_from={init}",
-                    "--eval_interval=25", f"--out_dir={out}", "--no_wandb", "--resume=never", *extra], threads=threads)
-    rows = run_dir.read_metrics(out)
-    answers, t0, curve = 0.0, rows[0]["perf/run_seconds"], []
-    for r in rows:
-        answers += r.get("train/answers_generated", 0.0)
-        if "eval/accuracy" in r:
-            curve.append({"step": r["step"], "seconds": r["perf/run_seconds"] - t0, "answers": answers,
-                          "accuracy": r["eval/accuracy"]})
-    summary, c = run_dir.read_summary(out), run_dir.read_config(out)
-    return {"config": config, "algorithm": algorithm, "seed": seed, "curve": curve, "steps": c["rl_train_steps"],
-            "budget": c["rl_batch_size"] * c["rl_rollout_size"] * c["rl_train_steps"],
-            "final_accuracy": summary["final_accuracy"], "rl_seconds": round(summary["rl_seconds"], 1),
-            "answers": summary["rl_answers_generated"]}
+def one_run(config: str, spec: str, seed: int, root: str, rerun: bool) -> dict:
+    name = f"{config}-{run_label(spec)}-seed{seed}"
+    file = results.path("compare", name)
+    if os.path.exists(file) and not rerun:
+        with open(file) as f:
+            return json.load(f)
+    algorithm, _, settings = spec.partition(":")
+    overrides = [kv for kv in settings.split(",") if kv]
+    init = warm_start(config, seed, root)
+    out = os.path.join(root, name)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    launch.run(["--config_name", config, f"--rl_algorithm={algorithm}", f"--seed={seed}", f"--init_from={init}",
+                f"--out_dir={out}", "--no_wandb", "--resume=never", *[f"--{kv}" for kv in overrides]],
+               log_path=run_dir.log_path(out))
+    rec = results.record(out, tool="compare", command=f"python -m rl.tools.compare --configs {config} --runs {spec} "
+                         f"--seeds {seed}", key={"config": config, "run": spec, "seed": seed},
+                         warm_start=os.path.relpath(init, launch.REPO))
+    results.save(rec, file)
+    return rec
 
 
 def at(curve: list, key: str, limit: float):
-    """Accuracy at the last evaluation with curve[key] <= limit (None if none is)."""
-    within = [p["accuracy"] for p in curve if p[key] <= limit]
+    """Test accuracy at the last evaluation with curve[key] <= limit (None if none is)."""
+    within = [p["test"] for p in curve if p[key] <= limit]
     return within[-1] if within else None
 
 
-def table(rows: list) -> str:
-    out = []
-    for config in dict.fromkeys(r["config"] for r in rows):
-        for algorithm in dict.fromkeys(r["algorithm"] for r in rows):
-            rs = [r for r in rows if r["config"] == config and r["algorithm"] == algorithm]
-            if rs:  # each config has its own rl_train_steps, so its own checkpoints
-                steps = rs[0]["steps"]
-                checkpoints = (steps // 4, steps // 2, steps)
-                out.append([config, algorithm, steps,
-                            *[median_range([at(r["curve"], "step", s) for r in rs]) for s in checkpoints],
-                            median_range([r["answers"] / 1000 for r in rs], "{:.0f}"),
-                            median_range([at(r["curve"], "answers", r["budget"]) for r in rs]),
-                            median_range([r["rl_seconds"] for r in rs], "{:.0f}")])
-    return markdown_table(["config", "algorithm", "steps", "acc at 1/4 of steps", "acc at 1/2", "acc at the end",
-                           "answers (k)", "acc within a one-round algorithm's answers", "RL wall s"], out)
-
-
-def plots(rows: list, config: str, plot_dir: str):
-    """Median test accuracy over seeds against steps, seconds and answers generated."""
-    for key, label in (("step", "RL step"), ("seconds", "RL wall seconds"), ("answers", "answers generated")):
-        series = {}
-        for algorithm in dict.fromkeys(r["algorithm"] for r in rows if r["config"] == config):
-            curves = [r["curve"] for r in rows if r["config"] == config and r["algorithm"] == algorithm]
-            n = min(len(c) for c in curves)
-            series[algorithm] = [(statistics.median(c[i][key] for c in curves),
-                                  statistics.median(c[i]["accuracy"] for c in curves)) for i in range(n)]
-        svg_lines(series, label, "test accuracy", f"{config}: median test accuracy over seeds",
-                  os.path.join(plot_dir, f"compare_{config}_{'steps' if key == 'step' else key}.svg"))
+def table(records: list, config: str) -> str:
+    """One row per run of config, in the order the runs were first listed: medians (min-max) over seeds."""
+    rs = [r for r in records if r["key"]["config"] == config]
+    runs = {spec: [r for r in rs if r["key"]["run"] == spec] for spec in dict.fromkeys(r["key"]["run"] for r in rs)}
+    c = rs[0]["config"]
+    steps, budget = c["rl_train_steps"], c["rl_batch_size"] * c["rl_rollout_size"] * c["rl_train_steps"]
+    seconds = min(statistics.median(r["curve"][-1]["seconds"] for r in group) for group in runs.values())
+    rows = []
+    for spec, group in runs.items():
+        rows.append([spec.replace(":", " ").replace(",", " "), len(group),
+                     *[median_range([at(r["curve"], "step", s) for r in group]) for s in (steps // 4, steps // 2)],
+                     median_range([r["curve"][-1]["test"] for r in group]),
+                     median_range([at(r["curve"], "answers", budget) for r in group]),
+                     median_range([at(r["curve"], "seconds", seconds) for r in group]),
+                     median_range([r["curve"][-1]["answers"] / 1000 for r in group], "{:.0f}"),
+                     median_range([r["curve"][-1]["seconds"] for r in group], "{:.0f}")])
+    return markdown_table(["run", "seeds", f"test at step {steps // 4}", f"at step {steps // 2}",
+                           f"at step {steps} (end)", f"within {budget // 1000}k answers",
+                           f"within {seconds:.0f} s", "answers (k)", "RL s"], rows)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--configs", nargs="+", default=["AdderRLConfig", "MultiplierRLConfig"])
-    parser.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS), choices=list(ALGORITHMS))
+    parser.add_argument("--runs", nargs="+", default=DEFAULT_RUNS, help="ALGORITHM or ALGORITHM:KEY=VALUE,...")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--jobs", type=int, default=2, help="runs at a time")
-    parser.add_argument("--threads", type=int, default=0, help="threads per run (default: cores / jobs)")
     parser.add_argument("--out_dir", default=os.path.join(launch.REPO, "out", "compare"))
-    parser.add_argument("--plot_dir", default=os.path.join(launch.REPO, "docs"))
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides for every run")
+    parser.add_argument("--rerun", action="store_true", help="run again what results/compare/ holds")
+    parser.add_argument("--table", action="store_true", help="print the tables of results/compare/, running nothing")
     args = parser.parse_args()
-    threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
-    extra = [f"--{kv}" for kv in args.set]
-    rows = []
-    for config in args.configs:
-        init = warm_start(config, args.out_dir, extra, args.threads or os.cpu_count() or 1)
-        jobs = [(config, a, s, init, args.out_dir, extra, threads) for s in args.seeds for a in args.algorithms]
-        with ThreadPoolExecutor(args.jobs) as pool:
-            for row in pool.map(lambda job: one_run(*job), jobs):
-                rows.append(row)
-                print(json.dumps({k: v for k, v in row.items() if k != "curve"}), flush=True)
-        plots(rows, config, args.plot_dir)
-    print(f"\n{len(args.seeds)} seeds, {args.jobs} runs at a time with {threads} thread(s) each\n" + table(rows))
+    for spec in args.runs:
+        if spec.partition(":")[0] not in ALGORITHMS:
+            raise SystemExit(f"unknown algorithm in --runs {spec!r}; known: {', '.join(ALGORITHMS)}")
+    if not args.table:
+        for seed in args.seeds:  # seed-major, so a partial comparison already covers every run
+            for config in args.configs:
+                for spec in args.runs:
+                    rec = one_run(config, spec, seed, args.out_dir, args.rerun)
+                    print(json.dumps({**rec["key"], **rec["curve"][-1]}), flush=True)
+    records = results.load("compare")
+    for config in dict.fromkeys(r["key"]["config"] for r in records):
+        print(f"\n{config}: test accuracy, median (min-max) over seeds\n\n{table(records, config)}")
 
 
 if __name__ == "__main__":

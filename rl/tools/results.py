@@ -1,0 +1,86 @@
+"""Results as data: one JSON file per measured run under results/<tool>/, and reading them back.
+
+    rec = record(out_dir, tool="compare", command="python -m rl.tools.compare ...", key={...})
+    save(rec, path)            # results/compare/AdderRLConfig-grpo-seed0.json
+    rows = load("compare")     # every file of one tool, for tables and plots
+
+A record holds what it takes to check or redraw a number without the run folder (which is not
+committed): the tool's command for this one run, the commit-independent settings that name it
+(`key`: config, seed, algorithm, overrides...), the resolved config, the commit and machine it ran
+on, the evaluation curve, one compact row per RL step and the run's summary.json. A tool reruns a
+run only when no file holds its key, so a long measurement continues after an interruption; the
+commit is recorded, not part of the key, so results survive commits that do not change behaviour.
+"""
+
+import json
+import os
+import platform
+import subprocess
+
+import torch
+
+from rl import run_dir
+from rl.tools import launch
+
+ROOT = os.path.join(launch.REPO, "results")
+
+
+def machine() -> dict:
+    """Where a result was measured: CPU model, cores, threads, torch version and the commit."""
+    cpu = platform.processor()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=launch.REPO, capture_output=True,
+                            text=True).stdout.strip()
+    threads = int(os.environ.get("OMP_NUM_THREADS", 0)) or torch.get_num_threads()
+    return {"cpu": cpu, "cores": os.cpu_count(), "threads": threads, "torch": torch.__version__, "commit": commit}
+
+
+def curve_and_steps(rows: list) -> tuple:
+    """From metrics.jsonl rows: the evaluation curve [{step, seconds, answers, test, validation}], where
+    seconds are RL step seconds summed so far (evaluations excluded, so runs that evaluate at different
+    intervals compare) and answers the answers generated so far (refill rounds included); and one row
+    per RL step [step, answers generated, answers trained on, seconds]."""
+    seconds = answers = 0.0
+    curve, steps = [], []
+    for r in rows:
+        if "train/answers_generated" in r:
+            seconds += r["perf/step_seconds"]
+            answers += r["train/answers_generated"]
+            steps.append([r["step"], r["train/answers_generated"], r["train/batch_answers"],
+                          round(r["perf/step_seconds"], 3)])
+        if "eval/accuracy" in r:
+            curve.append({"step": r["step"], "seconds": round(seconds, 1), "answers": answers,
+                          "test": r["eval/accuracy"], "validation": r.get("val/accuracy")})
+    return curve, steps
+
+
+def record(out_dir: str, *, tool: str, command: str, key: dict, **extra) -> dict:
+    """The record of the finished run in out_dir."""
+    curve, steps = curve_and_steps(run_dir.read_metrics(out_dir))
+    return {"tool": tool, "command": command, "key": key, **machine(), **extra,
+            "config": run_dir.read_config(out_dir), "curve": curve, "steps": steps,
+            "summary": run_dir.read_summary(out_dir)}
+
+
+def path(tool: str, name: str) -> str:
+    return os.path.join(ROOT, tool, name + ".json")
+
+
+def save(rec: dict, file: str):
+    os.makedirs(os.path.dirname(file), exist_ok=True)
+    with open(file + ".tmp", "w") as f:  # a crash mid-write leaves the old file, never half a record
+        json.dump(rec, f, indent=1)
+    os.replace(file + ".tmp", file)
+
+
+def load(tool: str) -> list:
+    """Every record of one tool, in file-name order."""
+    folder = os.path.join(ROOT, tool)
+    names = sorted(n for n in os.listdir(folder) if n.endswith(".json")) if os.path.isdir(folder) else []
+    out = []
+    for name in names:
+        with open(os.path.join(folder, name)) as f:
+            out.append(json.load(f))
+    return out
