@@ -26,9 +26,9 @@ POSITIVE = ("ndigit", "num_eval", "n_layer", "n_head", "n_embed", "n_position", 
             "save_interval", "keep_snapshots", "max_bad_steps", "log_interval", "eval_batch_size", "learning_rate",
             "replay_capacity",
             "sft_learning_rate", "rl_temperature", "critic_learning_rate", "dpo_beta")
-NON_NEGATIVE = ("sft_max_steps", "sft_warmup_steps", "rl_train_steps", "warmup_steps", "weight_decay", "grad_clip",
-                "num_mistakes", "seed", "kl_coef", "entropy_coef", "dynamic_sampling_max_rounds", "value_clip",
-                "priority_floor")
+NON_NEGATIVE = ("sft_max_steps", "sft_worked_examples", "sft_patience", "sft_warmup_steps", "rl_train_steps",
+                "warmup_steps", "weight_decay", "grad_clip", "num_mistakes", "seed", "kl_coef", "entropy_coef",
+                "dynamic_sampling_max_rounds", "value_clip", "priority_floor")
 # in [0, 1]; the value says whether 1 itself is allowed
 UNIT_INTERVAL = {"dropout": True, "baseline_momentum": True, "min_lr_ratio": True, "sft_target_accuracy": True,
                  "adam_beta1": False, "adam_beta2": False, "gamma": True, "gae_lambda": True, "priority_decay": True,
@@ -110,6 +110,13 @@ class BaseRLConfig:
     """validation problems the stopping rule checks (the first of the validation set; fewer keeps it cheap) (> 0)"""
     sft_save_interval: int = 200
     """warm start steps between progress saves, so a crash or a stop loses at most this many (> 0)"""
+    sft_worked_examples: int = 0
+    """training pairs whose worked answers the warm start may see, a fixed draw from the train split shared by
+    every seed (0: all of them); RL still trains on every training problem, from the final-answer reward only
+    (README "What RL adds") (>= 0)"""
+    sft_patience: int = 0
+    """stop the warm start once validation accuracy has not improved for this many steps: supervised training
+    for as long as it helps (0: only sft_target_accuracy and sft_max_steps stop it) (>= 0)"""
 
     # ---- RL ----------------------------------------------------------------------------------
     rl_algorithm: str = "dapo"

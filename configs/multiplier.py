@@ -59,3 +59,18 @@ class Multiplier3RLConfig(MultiplierRLConfig):
     """a bound on its cost, not a measured optimum: each step samples 512 answers of 31 tokens (>= 0)"""
     eval_interval: int = 25
     """an evaluation decodes 2,000 held-out answers of 31 tokens (> 0)"""
+
+
+@dataclass
+class ScarceMultiplierRLConfig(MultiplierRLConfig):
+    """2-digit multiplication where the warm start sees the worked answers of only 256 training pairs, and
+    RL learns from every training problem with the final-answer reward alone (README "What RL adds")."""
+    sft_worked_examples: int = 256
+    """the shown work of 256 of the ~4,300 training pairs; --sft_worked_examples=1024 for the larger pool (>= 0)"""
+    sft_target_accuracy: float = 1.0
+    """not the stopping rule here (supervised training on a small pool stops short of any fixed target): the
+    warm start runs for as long as validation improves (sft_patience) (in [0, 1])"""
+    sft_patience: int = 100
+    """20 checks of every validation pair without a better one: past the best, the pool is being memorised (>= 0)"""
+    sft_max_steps: int = 2000
+    """an upper bound: patience ends the warm start first (>= 0)"""

@@ -9,11 +9,17 @@ the test split, which is kept for reporting. It is saved as out_dir/warm_start.p
 the settings that made it (`fingerprint`), and reused by later runs with the same settings: a run
 that reuses it continues exactly as one that trained it.
 
+With `sft_worked_examples` = K it sees the worked answers of only a fixed pool of K training pairs,
+and with `sft_patience` it stops once validation accuracy stops improving: supervised training on
+scarce worked examples for as long as it helps, which RL then continues on every training problem
+from the final-answer reward alone.
+
 A long warm start saves its progress every `sft_save_interval` steps and when stopped to
 out_dir/warm_start_progress.pt; the same command continues from there. Its problems and dropout
 are functions of the step (rl/seeding.py), so a continued warm start equals an uninterrupted one.
 """
 
+import functools
 import os
 import time
 
@@ -41,9 +47,31 @@ FINGERPRINT_KEYS = ("seed", "sft_max_steps", "sft_batch_size", "sft_learning_rat
 
 def fingerprint(config: BaseRLConfig, world_size: int) -> dict:
     """Everything that determines the warm start; a cached one is reused only if it all matches.
-    The world size is part of it: each rank draws its own share of every batch."""
+    The world size is part of it: each rank draws its own share of every batch. The two settings of a
+    scarce warm start enter only when set, so the caches made before they existed stay valid."""
+    scarce = {k: getattr(config, k) for k in ("sft_worked_examples", "sft_patience") if getattr(config, k)}
     return {"version": WARM_START_VERSION, "world_size": world_size, **config.task_args(), **config.model_args(),
-            **{k: getattr(config, k) for k in FINGERPRINT_KEYS}}
+            **{k: getattr(config, k) for k in FINGERPRINT_KEYS}, **scarce}
+
+
+@functools.lru_cache(maxsize=4)
+def worked_examples(env: MathEnvironment, k: int):
+    """The fixed pool: the first k pairs of the train split's fixed order (so 256 of them are among 1024's)."""
+    return env.eval_operands(k, "train")
+
+
+def training_pairs(config: BaseRLConfig, env: MathEnvironment, n: int, rng):
+    """n supervised training problems (a, b): uniform over the train split, or over its fixed pool of
+    sft_worked_examples pairs when that is set (the only worked answers a scarce warm start sees)."""
+    k = config.sft_worked_examples
+    if not k:
+        return env.sample_operands(n, rng)
+    pool_a, pool_b = worked_examples(env, k)
+    if len(pool_a) < k:
+        raise ConfigError(f"sft_worked_examples={k} but the train split has only {len(pool_a)} pairs; "
+                          f"set it to at most {len(pool_a)} (0 for all)")
+    i = rng.integers(0, k, size=n)
+    return pool_a[i], pool_b[i]
 
 
 def supervised_loss(policy, env: MathEnvironment, a, b, device) -> torch.Tensor:
@@ -110,7 +138,8 @@ def check_cache(config: BaseRLConfig):
 def restore_progress(config: BaseRLConfig, model, optimizer, scheduler, world_size: int) -> dict:
     """Load the saved progress of this very warm start (same fingerprint), if any, into the model,
     optimizer and scheduler; returns its step, last validation accuracy and seconds (zeros if none)."""
-    path, fresh = progress_path(config.out_dir), {"step": 0, "accuracy": 0.0, "seconds": 0.0}
+    path = progress_path(config.out_dir)
+    fresh = {"step": 0, "accuracy": 0.0, "seconds": 0.0, "best": 0.0, "best_step": 0}
     if not os.path.isfile(path):
         return fresh
     try:
@@ -125,7 +154,7 @@ def restore_progress(config: BaseRLConfig, model, optimizer, scheduler, world_si
     optimizer.load_state_dict(progress["optimizer"])
     scheduler.load_state_dict(progress["scheduler"])
     print0(f"Warm start: continuing from step {progress['step']} ({path})")
-    return {k: progress[k] for k in fresh}
+    return {k: progress.get(k, v) for k, v in fresh.items()}  # files from before patience lack best
 
 
 def save_progress(config: BaseRLConfig, model, optimizer, scheduler, state: dict, info: dist.DistInfo):
@@ -153,7 +182,7 @@ def supervised_step(policy, env: MathEnvironment, optimizer, config: BaseRLConfi
     """One teacher-forced step on this rank's share of the step's training problems; returns the loss."""
     seeding.seed_dropout(config.seed, info.rank, step)
     problems = seeding.numpy_rng(config.seed, info.rank, step, seeding.SFT_PROBLEMS)
-    a, b = env.sample_operands(config.sft_batch_size // info.world_size, problems)
+    a, b = training_pairs(config, env, config.sft_batch_size // info.world_size, problems)
     return teacher_forced_step(policy, env, optimizer, a, b, info.device, grad_clip=config.grad_clip)
 
 
@@ -171,9 +200,11 @@ def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: d
     state = restore_progress(c, model, optimizer, scheduler, info.world_size)
     t0 = time.time() - state["seconds"]
     save = lambda: save_progress(c, model, optimizer, scheduler, {**state, "seconds": time.time() - t0}, info)
-    print0(f"Warm start: supervised training on the train split until validation accuracy >= "
+    pool = f"{c.sft_worked_examples} worked examples of the" if c.sft_worked_examples else "the"
+    until = f"it has not improved for {c.sft_patience} steps or " if c.sft_patience else ""
+    print0(f"Warm start: supervised training on {pool} train split until {until}validation accuracy >= "
            f"{c.sft_target_accuracy} (checked on {len(val_a)} validation problems every {c.sft_eval_interval} "
-           f"steps, every step from half the target; at most {c.sft_max_steps} steps)")
+           f"steps{'' if c.sft_patience else ', every step from half the target'}; at most {c.sft_max_steps} steps)")
     bar = tqdm(total=c.sft_max_steps, initial=state["step"], desc="warm start", disable=not info.show_progress,
                dynamic_ncols=True)
     model.train()
@@ -187,7 +218,8 @@ def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: d
             save()
         # Near the target the climb is steep (0.42 -> 0.58 in 10 adder steps): check every step from half of it,
         # so the warm start stops just past the target rather than up to an interval beyond it.
-        near = state["accuracy"] >= c.sft_target_accuracy / 2
+        # With patience, the target is not what stops it, so there is nothing to stop just past.
+        near = not c.sft_patience and state["accuracy"] >= c.sft_target_accuracy / 2
         if step % c.sft_eval_interval == 0 or near or step == c.sft_max_steps:
             state["accuracy"] = evaluate(model, env, val_a, val_b, info, batch_size=c.eval_batch_size,
                                          num_mistakes=0, split="validation").accuracy
@@ -195,7 +227,9 @@ def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: d
             if not info.show_progress and step % (5 * c.sft_eval_interval) == 0:  # a log file's progress
                 print0(f"Warm start step {step}/{c.sft_max_steps} | Loss: {loss.item():.3f} | "
                        f"Validation: {state['accuracy']:.3f}")
-            if state["accuracy"] >= c.sft_target_accuracy:
+            if state["accuracy"] > state["best"]:
+                state["best"], state["best_step"] = state["accuracy"], step
+            if state["accuracy"] >= c.sft_target_accuracy or 0 < c.sft_patience <= step - state["best_step"]:
                 break
         # Only now, after the step's check: a stop before it would skip a check that was due, and the
         # continued run (which starts at the next step) would never make it.
@@ -205,11 +239,14 @@ def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: d
             return None
     bar.close()
     optimizer.zero_grad(set_to_none=True)  # leave no gradients behind: RL must start as from the cached file
-    return report(c, state["step"], state["accuracy"], time.time() - t0)
+    return report(c, state["step"], state["accuracy"], time.time() - t0, state["best_step"])
 
 
-def report(config: BaseRLConfig, step: int, accuracy: float, seconds: float):
-    if accuracy < config.sft_target_accuracy:
+def report(config: BaseRLConfig, step: int, accuracy: float, seconds: float, best_step: int):
+    if 0 < config.sft_patience <= step - best_step:
+        print0(f"Warm start: validation accuracy {accuracy:.3f} after {step} steps ({seconds:.0f}s): no better "
+               f"since step {best_step} (sft_patience={config.sft_patience})")
+    elif accuracy < config.sft_target_accuracy:
         print0(f"Warm start: reached only {accuracy:.3f} < sft_target_accuracy={config.sft_target_accuracy} on "
                f"validation after {step} steps; RL starts from there (raise sft_max_steps for more)")
     else:

@@ -142,7 +142,8 @@ def test_the_warm_start_leaves_no_gradients_behind(tmp_path):
 
 @pytest.mark.parametrize("change", [dict(validation_fraction=0.1), dict(show_work=True, task="multiplier"),
                                     dict(sft_num_eval=30), dict(weight_decay=0.2), dict(seed=7), dict(n_layer=2),
-                                    dict(sft_target_accuracy=0.5), dict(test_fraction=0.2)])
+                                    dict(sft_target_accuracy=0.5), dict(test_fraction=0.2),
+                                    dict(sft_worked_examples=64), dict(sft_patience=8)])
 def test_the_cache_key_holds_what_changes_the_warm_start(change):
     base = fingerprint(make_config(**SFT), world_size=1)
     assert fingerprint(make_config(**{**SFT, **change}), world_size=1) != base
@@ -150,3 +151,35 @@ def test_the_cache_key_holds_what_changes_the_warm_start(change):
     # ...and not what leaves it unchanged
     assert fingerprint(make_config(**SFT, learning_rate=5e-4, rl_algorithm="grpo"), world_size=1) == base
     assert np.isscalar(base["version"])
+
+
+def test_patience_stops_the_warm_start_when_validation_stops_improving(tmp_path, monkeypatch):
+    """With sft_patience, checks stay every sft_eval_interval steps (no target to stop just past) and the
+    warm start stops at the first check sft_patience or more steps after the best one."""
+    script, steps = iter([0.1, 0.3, 0.6, 0.5, 0.6, 0.55, 0.9]), []
+    monkeypatch.setattr(warm_start, "evaluate", lambda *a, **kw: steps.append(len(steps)) or
+                        EvalResult(next(script), 0.0, None, 20, "validation"))
+    trainer = make_trainer(out_dir=str(tmp_path), **dict(SFT, sft_max_steps=50, sft_eval_interval=2, sft_patience=5))
+    result = warm_start.train_warm_start(trainer.config, trainer.env, trainer.model, DistInfo())
+    # checks at steps 2, 4, 6 (0.6, the best), 8 (2 since), 10 (0.6 is not better: 4 since), 12 (6 >= 5): stop
+    assert result[:2] == (12, 0.55) and len(steps) == 6
+
+
+def test_a_scarce_warm_start_sees_only_its_fixed_pool_of_worked_examples(monkeypatch):
+    config = make_config(**SFT, sft_worked_examples=64)
+    trainer = make_trainer(**SFT, sft_worked_examples=64)
+    pool = set(zip(*[x.tolist() for x in warm_start.worked_examples(trainer.env, 64)]))
+    assert len(pool) == 64 and pool < set(zip(*[x.tolist() for x in warm_start.worked_examples(trainer.env, 256)]))
+    a, b = warm_start.training_pairs(config, trainer.env, 1000, np.random.default_rng(0))
+    assert set(zip(a.tolist(), b.tolist())) == pool  # 1000 draws of 64 pairs: every one, and nothing else
+    assert (trainer.env.split_of(a, b) == SPLITS.index("train")).all()
+    seen = []
+    monkeypatch.setattr(warm_start, "teacher_forced_step", lambda policy, env, opt, a, b, *r, **kw: seen.extend(
+        zip(a.tolist(), b.tolist())))
+    for step in range(3):
+        warm_start.supervised_step(trainer.model, trainer.env, None, config, DistInfo(), step)
+    assert set(seen) <= pool and len(seen) == 3 * SFT["sft_batch_size"]
+    big = make_config(**SFT, sft_worked_examples=10 ** 6)
+    with pytest.raises(warm_start.ConfigError, match=r"^sft_worked_examples=1000000 but the train split has only "
+                       r"\d+ pairs; set it to at most \d+ \(0 for all\)$"):
+        warm_start.training_pairs(big, trainer.env, 4, np.random.default_rng(0))

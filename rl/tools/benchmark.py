@@ -40,9 +40,8 @@ import shutil
 import time
 
 import numpy as np
-import torch
 
-from configs import get_config_class
+from configs.cli import build_config, parse_command_line
 from model.gpt import GPT, GPTConfig
 from rl import run_dir
 from rl.dist import DistInfo
@@ -50,17 +49,18 @@ from rl.evaluate import evaluate
 from rl.math_env import MathEnvironment
 from rl.update import lr_lambda
 from rl.snapshot import load_snapshot
-from rl.tools import launch
-from rl.tools.report import first_reaching, markdown_table, median_range, svg_lines
-from rl.warm_start import teacher_forced_step
+from rl.tools import launch, results
+from rl.tools.report import first_reaching, markdown_table, median_range
+from rl.warm_start import teacher_forced_step, training_pairs
 
 TARGETS = (0.95, 0.99, 0.995)
-RESULTS = os.path.join(launch.REPO, "results", "benchmark")
 
 
-def run_name(config_name: str, sampler, seed: int, nproc: int) -> str:
+def run_name(config_name: str, sampler, seed: int, nproc: int, overrides: list = ()) -> str:
+    """The file name of a run: every commit-independent setting that tells it apart."""
     label = sampler.replace(":", "+") if sampler else None  # a spec's settings stay in its file name
-    parts = [config_name, *([label] if label else []), f"seed{seed}", *([f"{nproc}proc"] if nproc > 1 else [])]
+    parts = [config_name, *([label] if label else []), *(["+".join(overrides)] if overrides else []), f"seed{seed}",
+             *([f"{nproc}proc"] if nproc > 1 else [])]
     return "-".join(parts)
 
 
@@ -74,11 +74,11 @@ def sampler_args(spec: str) -> list:
 def run_one(config_name: str, seed: int, args, sampler: str = None) -> dict:
     """The README's command in a fresh folder; what it did, read from its summary and metrics. With a
     sampler, the warm start of an earlier run of the same config and seed is reused (module docstring)."""
-    name = run_name(config_name, sampler, seed, args.nproc)
+    name = run_name(config_name, sampler, seed, args.nproc, args.set)
     out_dir = os.path.join(args.out_dir, name)
     shutil.rmtree(out_dir, ignore_errors=True)
     os.makedirs(out_dir)
-    shared = os.path.join(args.out_dir, "warm_starts", run_name(config_name, None, seed, args.nproc) + ".pt")
+    shared = os.path.join(args.out_dir, "warm_starts", run_name(config_name, None, seed, args.nproc, args.set) + ".pt")
     if sampler and os.path.exists(shared):
         shutil.copy(shared, run_dir.warm_start_path(out_dir))
     t0 = time.time()
@@ -121,14 +121,17 @@ def summarize(out_dir: str, row: dict, wall: float) -> dict:
            "rl_seconds": round(s["rl_seconds"], 1), "rl_train_seconds": round(s["rl_train_seconds"], 1),
            "rl_answers_generated": s["rl_answers_generated"],
            "rl_samples_per_second": round(s["rl_samples_per_second"], 1),
-           "wall_seconds": round(wall + offset, 1), "curve": [(round(t, 1), a) for t, a in curve]}
+           "wall_seconds": round(wall + offset, 1), "curve": [(round(t, 1), a) for t, a in curve],
+           "evals": results.curve_and_steps(rows)[0], "resolved_config": run_dir.read_config(out_dir), "summary": s}
     row.update({f"seconds_to_{t}": first_reaching(row["curve"], t) for t in TARGETS})
     return row
 
 
-def supervised_baseline(row: dict, config_name: str, seed: int) -> dict:
-    """Supervised training from the run's warm start for its RL seconds; test accuracy at the end."""
-    config = get_config_class(config_name)(seed=seed).get_args_ready()
+def supervised_baseline(row: dict, config_name: str, seed: int, overrides: list) -> dict:
+    """Supervised training from the run's warm start for its RL seconds (on the same worked examples
+    as the warm start); test accuracy at the end."""
+    cli = parse_command_line(["--config_name", config_name, f"--seed={seed}", *[f"--{kv}" for kv in overrides]])
+    config = build_config(cli)
     env = MathEnvironment(**config.task_args())
     model = GPT(GPTConfig(**config.model_args()))
     model.load_state_dict(load_snapshot(run_dir.warm_start_path(row["out_dir"]))["model"])
@@ -140,7 +143,7 @@ def supervised_baseline(row: dict, config_name: str, seed: int) -> dict:
     def step(i: int, total: int):
         for group in optimizer.param_groups:  # RL's schedule: 10 warmup steps, cosine decay to a tenth
             group["lr"] = config.sft_learning_rate * lr_lambda(i, warmup_steps=10, total_steps=total, min_lr_ratio=0.1)
-        teacher_forced_step(model, env, optimizer, *env.sample_operands(config.sft_batch_size, rng), "cpu",
+        teacher_forced_step(model, env, optimizer, *training_pairs(config, env, config.sft_batch_size, rng), "cpu",
                             grad_clip=config.grad_clip)
 
     t0 = time.time()
@@ -174,27 +177,36 @@ def sampler_table(rows: list) -> str:
                            "mixed groups (first round), last quarter", "s/step, last quarter"], out)
 
 
+def group_label(r: dict) -> str:
+    """What tells a table row's runs apart besides the config: sampler, overrides, processes."""
+    parts = [r["sampler"], *r.get("set", []), *([f"{r['processes']} processes"] if r["processes"] > 1 else [])]
+    return " ".join(parts)
+
+
 def tables(rows: list) -> str:
+    """End to end and, where measured, what RL adds: median (min-max) over seeds per config and label."""
     end_to_end, adds = [], []
-    for config, nproc in dict.fromkeys((r["config"], r["processes"]) for r in rows):
-        rs = [r for r in rows if r["config"] == config and r["processes"] == nproc]
-        col = lambda key, fmt="{:.3f}": median_range([r[key] for r in rs], fmt)
-        end_to_end.append([config, nproc, len(rs), col("warm_start_validation"), col("start_accuracy"),
+    for config, label in dict.fromkeys((r["config"], group_label(r)) for r in rows):
+        rs = [r for r in rows if r["config"] == config and group_label(r) == label]
+        col = lambda key, fmt="{:.3f}": median_range([r.get(key) for r in rs], fmt)
+        end_to_end.append([config, label, len(rs), col("warm_start_validation"), col("start_accuracy"),
                            col("final_accuracy"), col("final_steps_accuracy"),
                            *[col(f"seconds_to_{t}", "{:.0f}") for t in TARGETS], col("warm_start_seconds", "{:.0f}"),
-                           col("rl_seconds", "{:.0f}"), col("rl_samples_per_second", "{:.0f}"),
-                           col("wall_seconds", "{:.0f}")])
+                           col("rl_seconds", "{:.0f}"), col("wall_seconds", "{:.0f}")])
         if all("sft_accuracy" in r for r in rs):
-            adds.append([config, len(rs), col("start_accuracy"), col("final_accuracy"), col("sft_accuracy"),
+            adds.append([config, label, len(rs), col("start_accuracy"), col("final_accuracy"), col("sft_accuracy"),
                          col("rl_train_seconds", "{:.0f}"), col("sft_steps", "{:.0f}")])
-    out = markdown_table(["config", "processes", "seeds", "warm start (validation)", "RL starts (test)",
-                          "final (test)", "steps all right", *[f"s to {t}" for t in TARGETS], "warm start s",
-                          "RL s", "RL samples/s", "wall s"], end_to_end)
+    out = markdown_table(["config", "run", "seeds", "warm start (validation)", "RL starts (test)", "final (test)",
+                          "steps all right", *[f"s to {t}" for t in TARGETS], "warm start s", "RL s", "wall s"],
+                         end_to_end)
     if adds:
-        out += "\n\nwhat RL adds (test accuracy, median (min-max) over seeds):\n\n" + markdown_table(
-            ["config", "seeds", "warm start alone", "warm start + RL", "warm start + supervised, same seconds",
-             "RL train s", "supervised steps"], adds)
+        out += "\n\n" + adds_table(adds)
     return out
+
+
+def adds_table(adds: list) -> str:
+    return markdown_table(["config", "run", "seeds", "warm start alone", "warm start + RL",
+                           "warm start + supervised, RL's seconds", "RL train s", "supervised steps"], adds)
 
 
 def main():
@@ -202,15 +214,14 @@ def main():
     parser.add_argument("--configs", nargs="+", default=["AdderRLConfig", "MultiplierRLConfig"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--out_dir", default=os.path.join(launch.REPO, "out", "benchmark"))
-    parser.add_argument("--plot_dir", default=os.path.join(launch.REPO, "docs"))
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides for every run")
     parser.add_argument("--nproc", type=int, default=1, help="processes per run (torchrun when above 1)")
     parser.add_argument("--what_rl_adds", action="store_true", help="also supervised training for RL's seconds")
     parser.add_argument("--samplers", nargs="+", help="run each config with each problem_sampler (one warm start "
-                        "per config and seed); results in results/benchmark/, reused unless --rerun")
-    parser.add_argument("--rerun", action="store_true", help="with --samplers: run again what results/ holds")
-    parser.add_argument("--table", action="store_true", help="print the samplers table of every file in "
-                        "results/benchmark/ (the README's), running nothing")
+                        "per config and seed)")
+    parser.add_argument("--rerun", action="store_true", help="run again what results/benchmark/ holds")
+    parser.add_argument("--table", action="store_true", help="print the tables of every file in results/benchmark/, "
+                        "running nothing")
     parser.add_argument("--perf", action="store_true", help="measure the RL step's speed instead (rl/tools/perf.py)")
     parser.add_argument("--compile", action="store_true", help="with --perf: also time torch.compile")
     args = parser.parse_args()
@@ -218,74 +229,47 @@ def main():
         from rl.tools import perf
         perf.main(args.configs, args.compile)
         return
-    if args.table:
-        print(sampler_table(saved_results()))
-        return
-    if args.samplers:
-        compare_samplers(args)
-        return
-    rows = []
-    for name in args.configs:
-        for seed in args.seeds:
-            row = run_one(name, seed, args)
-            if args.what_rl_adds:
-                row.update(supervised_baseline(row, name, seed))
-            rows.append(row)
-            print(json.dumps({k: v for k, v in row.items() if k != "curve"}), flush=True)
-        series = {f"seed {r['seed']}": r["curve"] for r in rows if r["config"] == name}
-        svg_lines(series, "wall seconds, warm start included", "test accuracy", f"{name}: held-out accuracy "
-                  "against wall seconds", os.path.join(args.plot_dir, f"benchmark_{name}.svg"))
-    print("\nmedian (min-max) over seeds; accuracies are greedy exact match of the final answer\n\n" + tables(rows))
+    rows = saved_results() if args.table else measure(args)
+    print("\nmedian (min-max) over seeds; accuracies are greedy exact match of the final answer on the test split\n\n"
+          + tables(rows))
 
 
-def compare_samplers(args):
+def measure(args) -> list:
     """Each config x seed x sampler, seed-major so partial results cover every sampler; each result
-    saved as it finishes, and read back instead of rerun."""
-    os.makedirs(RESULTS, exist_ok=True)
+    saved as it finishes, and read back instead of rerun (its supervised baseline added if asked)."""
     rows = []
     for name in args.configs:
         for seed in args.seeds:
-            for sampler in args.samplers:
-                path = os.path.join(RESULTS, run_name(name, sampler, seed, args.nproc) + ".json")
+            for sampler in args.samplers or [None]:
+                path = results.path("benchmark", run_name(name, sampler, seed, args.nproc, args.set))
                 if os.path.exists(path) and not args.rerun:
                     with open(path) as f:
                         row = json.load(f)
                 else:
                     row = run_one(name, seed, args, sampler)
-                    row["command"] = (f"python -m rl.tools.benchmark --configs {name} --seeds {seed} --samplers "
-                                      f"{sampler}" + (f" --set {' '.join(args.set)}" if args.set else ""))
-                    row.update(machine())
-                    with open(path, "w") as f:
-                        json.dump(row, f, indent=1)
+                    row["command"] = " ".join(["python -m rl.tools.benchmark --configs", name, "--seeds", str(seed),
+                                               *(["--samplers", sampler] if sampler else []),
+                                               *(["--nproc", str(args.nproc)] if args.nproc > 1 else []),
+                                               *(["--set", *args.set] if args.set else [])])
+                    row.update(results.machine())
+                    results.save(row, path)
+                if args.what_rl_adds and "sft_accuracy" not in row:
+                    row.update(supervised_baseline(row, name, seed, args.set))
+                    row["command"] += " --what_rl_adds"
+                    results.save(row, path)
                 rows.append(row)
-                print(json.dumps({k: v for k, v in row.items() if "curve" not in k}), flush=True)
-    print("\nmedian (min-max) over seeds; accuracies are greedy exact match of the final answer on the test split\n\n"
-          + sampler_table(rows))
+                print(json.dumps({k: v for k, v in row.items() if k not in ("curve", "steps", "validation_curve",
+                                                                            "resolved_config", "summary")}), flush=True)
+    return rows
 
 
 def saved_results() -> list:
-    """Every result file in results/benchmark/, in the README table's order: config, sampler, seed."""
-    rows = []
-    for name in sorted(os.listdir(RESULTS)) if os.path.isdir(RESULTS) else []:
-        if name.endswith(".json"):
-            with open(os.path.join(RESULTS, name)) as f:
-                rows.append(json.load(f))
-    order = ("uniform", "prioritized", "replay")
+    """Every result file in results/benchmark/, in the README tables' order: config, sampler, seed."""
+    order = ("default", "uniform", "prioritized", "replay")
     name = lambda r: r["sampler"].partition(":")[0]
-    return sorted(rows, key=lambda r: (r["config"], order.index(name(r)) if name(r) in order else 9, r["sampler"],
-                                       r["seed"]))
-
-
-def machine() -> dict:
-    """Where a result was measured."""
-    import platform
-    import subprocess
-    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-                 platform.processor()) if os.path.exists("/proc/cpuinfo") else platform.processor()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=launch.REPO, capture_output=True,
-                            text=True).stdout.strip()
-    return {"cpu": model, "cores": os.cpu_count(), "threads": torch.get_num_threads(), "torch": torch.__version__,
-            "commit": commit}
+    return sorted(results.load("benchmark"), key=lambda r: (r["config"], r.get("set", []), r["processes"],
+                                                            order.index(name(r)) if name(r) in order else 9,
+                                                            r["sampler"], r["seed"]))
 
 
 if __name__ == "__main__":
