@@ -79,9 +79,9 @@ class TrainingError(RuntimeError):
 
 
 def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
-    ref = copy.deepcopy(model).eval()
+    ref = copy.deepcopy(model).eval()  # a copy: the policy moves on, the reference stays where it was
     for p in ref.parameters():
-        p.requires_grad_(False)
+        p.requires_grad_(False)  # no graph is built through it, and nothing can train it by mistake
     return ref
 
 
@@ -89,16 +89,16 @@ class MathRLTrainer:
     def __init__(self, config: BaseRLConfig, env: MathEnvironment, policy: torch.nn.Module, info: dist.DistInfo):
         """policy: the GPT, already DDP-wrapped when there is more than one process."""
         self.config, self.env, self.policy, self.info = config, env, policy, info
-        self.model = dist.unwrap(policy)
+        self.model = dist.unwrap(policy)  # samples and is saved; only the update's forward goes through DDP
         self.actor = Learner.build(self.model, policy, config, config.learning_rate)  # the policy, trained
         self.objective = make_objective(config, env, info)  # stages 3-4: rl/objectives.py
         self.updater = Updater(config, info, env.answer_len, env.pad_token)
         self.reward_weights = parse_reward_spec(config.rewards, env.show_work)
-        self.local_prompts = config.rl_batch_size // info.world_size
+        self.local_prompts = config.rl_batch_size // info.world_size  # exact: validate_world_size saw to it
         self.kl_placement = KL_PLACEMENT[config.kl_estimator] if config.kl_coef > 0 else None
         # the frozen policy RL starts from, kept only when a KL term or DPO needs it
         self.needs_reference = self.kl_placement is not None or self.objective.needs_reference
-        self.ref_model = None
+        self.ref_model = None  # made on the first step: the warm start (or init_from) is loaded after this
         self.problem_sampler = make_problem_sampler(config, env)  # which training problems a step draws
         self.rollouts = RolloutCollector(config, env, self.model, self.reward_weights, self.problem_sampler, info,
                                          keep_only_right=self.objective.keep_only_right)
@@ -106,7 +106,7 @@ class MathRLTrainer:
         self.step = 0  # RL steps taken
         self.bad_steps_in_a_row = 0  # RL steps in a row with an update skipped for non-finite numbers
         self.num_skipped_steps = 0
-        self._eval_sets = {}
+        self._eval_sets = {}  # split -> operands, drawn once: every evaluation scores the same problems
 
     @classmethod
     def build(cls, config: BaseRLConfig, info: dist.DistInfo = None) -> "MathRLTrainer":
@@ -142,7 +142,7 @@ class MathRLTrainer:
         t_update = time.perf_counter()
         update = self.update(batch, targets)  # 4. the objective's loss, every learner's optimizer steps
         seconds = dict(update=time.perf_counter() - t_update, step=time.perf_counter() - t0)
-        self.finish_step(update["skipped"])
+        self.finish_step(update["skipped"])  # before the metrics, which report the step just taken as self.step
         return self.metrics(first, batch, stats, update, sampled, seconds)  # 5.
 
     # ---- 1-2. sample and score (rl/rollout.py) ------------------------------------------------
@@ -177,9 +177,13 @@ class MathRLTrainer:
     def reward_statistics(self, first: Rollout, rewards: torch.Tensor) -> dict:
         """Mean and spread of the first round's rewards (what the baseline follows) and of the batch's
         (what batch_zscore normalises by), over all ranks in one all-reduce."""
+        # sums and sums of squares, not per-rank means: dynamic sampling and rft leave ranks batches of
+        # different sizes, and a mean of means would weigh a small one like a full one
         s = dist.reduce_sums({"first_sum": first.rewards.sum(), "first_sq": (first.rewards ** 2).sum(),
                               "first_n": len(first), "sum": rewards.sum(), "sq": (rewards ** 2).sum(),
                               "n": len(rewards)}, self.info.device)
+        # first_n is never 0 (every rank samples a first round) but the batch can be empty everywhere
+        # (say rft with nothing right); batch_std is unbiased (n - 1), as torch.std is on one rank's batch
         mean, batch_mean = s["first_sum"] / s["first_n"], s["sum"] / max(s["n"], 1.0)
         return dict(mean_reward=mean, first_n=s["first_n"], batch_mean=batch_mean,
                     batch_std=math.sqrt(max(s["sq"] - s["n"] * batch_mean ** 2, 0.0) / max(s["n"] - 1, 1.0)),
@@ -193,7 +197,8 @@ class MathRLTrainer:
         logp, ref_logp = (policy_logprobs(m, batch.sequences, batch.generated, self.env.prompt_len, c.rl_temperature,
                                           c.rl_ga_steps) for m in (self.model, self.ref_model))
         penalty = kl_reward_penalty(logp, ref_logp, mask)
-        kl = masked(compute_kl(logp, ref_logp, "k3"), mask).sum()
+        kl = masked(compute_kl(logp, ref_logp, "k3"), mask).sum()  # train/kl is k3's value, whatever shapes the reward
+        # not in place: `first` may be this very rollout, and the metrics and the baseline read its raw rewards
         return batch.rewards - c.kl_coef * penalty, {"kl_sum": kl.item(), "kl_tokens": mask.sum().item()}
 
     # ---- 4. update (rl/update.py, the loss from rl/objectives.py) -----------------------------
@@ -202,15 +207,15 @@ class MathRLTrainer:
         objective trains on (a single step for the on-policy algorithms); returns the statistics
         summed over micro-batches and steps."""
         data = self.objective.update_batch(batch, targets, self.ref_model)
-        loss_fn = lambda part, norm: self.objective.loss(self.policy, part, norm)
+        loss_fn = lambda part, norm: self.objective.loss(self.policy, part, norm)  # DDP's: its backward syncs
         return self.updater.run(self.learners, data, loss_fn, self.step, skip_zero=self.objective.skip_zero)
 
     def finish_step(self, skipped: bool):
         schedule(self.learners)  # the schedule follows RL steps, skipped or not
         self.step += 1
-        self.bad_steps_in_a_row = self.bad_steps_in_a_row + 1 if skipped else 0
+        self.bad_steps_in_a_row = self.bad_steps_in_a_row + 1 if skipped else 0  # only skips in a row stop a run
         self.num_skipped_steps += int(skipped)
-        if self.bad_steps_in_a_row >= self.config.max_bad_steps:
+        if self.bad_steps_in_a_row >= self.config.max_bad_steps:  # `skipped` agrees on every rank: all raise
             raise TrainingError(f"non-finite loss or gradient norm for {self.bad_steps_in_a_row} steps in a row "
                                 f"(up to step {self.step}); lower learning_rate, keep grad_clip on, "
                                 f"or check the rewards")
@@ -235,7 +240,7 @@ class MathRLTrainer:
         s = dist.reduce_sums(local, self.info.device)
         # per first-round answer (what the policy does, refills excluded), per optimizer step
         n, steps, step_seconds = stats["first_n"], max(update["optimizer_steps"], 1.0), seconds["step"]
-        tokens = max(s["tokens"], 1.0)
+        tokens = max(s["tokens"], 1.0)  # 0 when the update trained on nothing (no row kept, no pair formed)
         metrics = {
             "train/step": self.step,
             "train/policy_loss": s["policy_loss"] / steps,
@@ -244,24 +249,24 @@ class MathRLTrainer:
             "train/accuracy": s["exact"] / n,
             "train/avg_reward": stats["mean_reward"],
             "train/reward_std": stats["reward_std"],
-            "train/baseline": self.baseline,
+            "train/baseline": self.baseline,  # already moved by this step; advantage_baseline is the one it used
             "train/advantage_baseline": stats["baseline_used"],
-            "train/lr": update["lr"],
+            "train/lr": update["lr"],  # the lr this step's update used, read before the schedule moved it
             "train/entropy": s["entropy"] / max(s["answer_tokens"], 1.0),
             "train/kl": s["kl_sum"] / max(s["kl_tokens"], 1.0) if self.kl_placement else 0.0,
             "train/clip_low_frac": s["clip_low"] / tokens,
             "train/clip_high_frac": s["clip_high"] / tokens,
             "train/ratio_mean": s["ratio_sum"] / tokens,
-            "train/grad_norm": update["grad_norm"] / steps,
+            "train/grad_norm": update["grad_norm"] / steps,  # not summed: all ranks hold the same gradients
             "train/answer_tokens": s["answer_tokens"] / n,
             "train/groups_all_equal": s["groups_equal"] / s["groups"],
             "train/batch_answers": s["batch"],
             "train/informative_share": s["informative"] / max(s["batch"], 1.0),
             "train/skipped_share": 1.0 - s["forwarded"] / max(s["rows"], 1.0),
-            "train/sampling_rounds": s["rounds"] / self.info.world_size,
+            "train/sampling_rounds": s["rounds"] / self.info.world_size,  # a mean: each rank samples its own rounds
             "train/answers_generated": s["answers"],
             "train/skipped_steps": self.num_skipped_steps,
-            "perf/samples_per_second": s["answers"] / step_seconds,
+            "perf/samples_per_second": s["answers"] / step_seconds,  # all ranks' answers, sampled in this time
             "perf/step_seconds": step_seconds,
             "perf/rollout_share": sampled.rollout_seconds / step_seconds,
             "perf/reward_share": sampled.reward_seconds / step_seconds,
@@ -302,7 +307,7 @@ class MathRLTrainer:
         (see rl/seeding.py), so `step` also restores every RNG."""
         c = self.config
         return {
-            "kind": "rl_snapshot",
+            "kind": "rl_snapshot",  # --resume refuses anything else (a warm start goes to --init_from)
             **self.actor.state_dict(POLICY_KEYS),
             "baseline": self.baseline,
             "step": self.step,
@@ -311,8 +316,8 @@ class MathRLTrainer:
             "problem_sampler": self.problem_sampler.state_dict(),
             "config_name": c.name,
             "config": c.portable_dict(),
-            "model_args": c.model_args(),
-            "task": c.task_args(),
+            "model_args": c.model_args(),  # so the snapshot rebuilds its own model (rl/snapshot.py)
+            "task": c.task_args(),  # so a snapshot of another task is refused, not loaded
             **({"ref_model": self.ref_model.state_dict()} if self.ref_model is not None else {}),
             **self.objective.state_dict(),  # the critic, for ppo_critic
         }
@@ -325,6 +330,7 @@ class MathRLTrainer:
         self.num_skipped_steps = snap["num_skipped_steps"]
         self.problem_sampler.load_state_dict(snap["problem_sampler"])
         if "ref_model" in snap:
+            # the policy's shape, then the saved weights: the reference is where RL started, not the policy now
             self.ref_model = frozen_copy(self.model)
             self.ref_model.load_state_dict(snap["ref_model"])
         self.objective.load_state_dict(snap, self.model)

@@ -63,6 +63,7 @@ class PolicyGradient:
     def __init__(self, config, env, info: dist.DistInfo):
         self.config, self.env, self.info = config, env, info
         self.learners = []  # networks trained beside the policy
+        # k2 and k3 are terms of this loss; k1 is a penalty on the reward, which the trainer applies in stage 3
         self.kl_in_loss = config.kl_coef > 0 and KL_PLACEMENT[config.kl_estimator] == "loss"
         # An answer with advantage exactly 0 adds nothing to the policy loss; unless a KL or entropy
         # term in the loss gives it a gradient of its own, it need not be forwarded.
@@ -79,6 +80,8 @@ class PolicyGradient:
 
     def advantages(self, rewards: torch.Tensor, stats: dict) -> torch.Tensor:
         c = self.config
+        # the baseline from before this step; the batch's mean and std over all ranks, so batch_zscore
+        # scales every rank's rows alike
         return compute_advantages(rewards, c.rl_rollout_size, c.advantage_mode, baseline=stats["baseline_used"],
                                   batch_mean=stats["batch_mean"], batch_std=stats["batch_std"])
 
@@ -96,7 +99,7 @@ class PolicyGradient:
             # A rollout that feeds several optimizer steps takes PPO ratios against the policy that
             # sampled it: the sampler's own log-probs, kept from generation, so no extra forward pass.
             data.old_logp = batch.logp
-        if self.kl_in_loss:
+        if self.kl_in_loss:  # the reference is frozen: its log-probs once a step serve every epoch and minibatch
             data.ref_logp = policy_logprobs(ref_model, data.sequences, data.generated, env.prompt_len,
                                             c.rl_temperature, c.rl_ga_steps)
         return data
@@ -108,22 +111,28 @@ class PolicyGradient:
         # (n, A, V) at the sampling temperature: the distribution the answers were drawn from
         logits = answer_logits(policy, part.sequences, self.env.prompt_len, c.rl_temperature)
         logp = token_logprobs(logits, part.generated)
-        # old_logp None (one update per rollout): the plain policy gradient; else PPO's clipped ratio
+        # old_logp None (one update per rollout): the plain policy gradient; else PPO's clipped ratio,
+        # -min(r A, clip(r, 1 - clip_low, 1 + clip_high) A) per token (Schulman et al. 2017, eq. 7); norm
+        # holds the whole minibatch's counts over all ranks, so every rank's micro-batch losses add up to its loss
         policy_loss, stats = compute_policy_loss(logp, part.old_logp, part.advantages, part.mask, clip_low=c.clip_low,
                                                  clip_high=c.clip_high, aggregation=c.loss_aggregation, **norm)
-        out = dict(policy_loss=policy_loss.detach(), **stats)
+        out = dict(policy_loss=policy_loss.detach(), **stats)  # a statistic; the graph goes on in `loss`
         loss = policy_loss
         if c.entropy_coef > 0:  # a bonus: the loss falls as the policy's entropy rises
+            # of the tempered distribution the answers came from, aggregated as the policy loss is
             entropy = compute_entropy(logits, part.mask)
             out["entropy_loss"] = -c.entropy_coef * aggregate(entropy, part.mask, c.loss_aggregation, **norm)
             loss = loss + out["entropy_loss"]
         if part.ref_logp is not None:  # the KL term, with the estimator asked for
+            # differentiated through logp: k2's gradient is that of KL(pi || pi_ref), k3's that of the
+            # forward KL(pi_ref || pi) (rl/algorithms.py, KL_PLACEMENT)
             kl = compute_kl(logp, part.ref_logp, c.kl_estimator)
             out["kl_loss"] = c.kl_coef * aggregate(kl, part.mask, c.loss_aggregation, **norm)
             loss = loss + out["kl_loss"]
             # what train/kl reports is always k3, whichever estimator the loss uses
             out["kl_sum"] = masked(compute_kl(logp.detach(), part.ref_logp, "k3"), part.mask).sum()
-        out.update(loss=loss, total=loss.item())
+        out.update(loss=loss, total=loss.item())  # total: a float, for the numerical guard
+        # only `loss` keeps its graph, for backward; the rest are statistics the updater sums as floats
         return {k: v.detach() if torch.is_tensor(v) and k != "loss" else v for k, v in out.items()}
 
     def local_sums(self, stats: dict, update: dict) -> dict:
@@ -179,7 +188,7 @@ class ActorCritic(PolicyGradient):
         self.critic = None  # a Learner from the first step (or a snapshot) on
 
     def start(self, model: torch.nn.Module):
-        if self.critic is None:
+        if self.critic is None:  # a resumed run's critic came from its snapshot
             self.set_critic(Critic.from_policy(model))
 
     def set_critic(self, critic: Critic):
@@ -193,8 +202,11 @@ class ActorCritic(PolicyGradient):
         c, P = self.config, self.env.prompt_len
         mask = batch.mask(self.env.end_token)
         values = self.critic.module(batch.sequences[:, :-1])[:, P - 1:]  # V of the state before each answer token
+        # GAE (Schulman et al. 2016): delta_t = r_t + gamma V_{t+1} - V_t, A_t = delta_t + gamma lam A_{t+1}
         advantages, returns = compute_gae(token_rewards(rewards, mask), values, mask, c.gamma, c.gae_lambda)
-        errors = masked(returns - values, mask)
+        errors = masked(returns - values, mask)  # what the critic misses, for its explained variance
+        # sums and squares over all ranks: advantages are whitened with the whole batch's mean and std
+        # (Huang et al. 2024), the same on every rank whatever its share
         s = dist.reduce_sums({"n": mask.sum(), "sum_a": advantages.sum(), "sum_a2": (advantages ** 2).sum(),
                               "sum_r": returns.sum(), "sum_r2": (returns ** 2).sum(), "sum_e": errors.sum(),
                               "sum_e2": (errors ** 2).sum()}, self.info.device)
@@ -203,18 +215,20 @@ class ActorCritic(PolicyGradient):
         stats["explained_variance"] = explained_variance(s)
         advantages = whiten(advantages, mask, mean, std)
         stats["informative"] = int((advantages != 0).any(dim=1).sum())
-        return PolicyTargets(advantages, returns=returns, old_values=values)
+        return PolicyTargets(advantages, returns=returns, old_values=values)  # old: the clipped value loss's anchor
 
     def loss(self, policy, part: UpdateBatch, norm: dict) -> dict:
         out = super().loss(policy, part, norm)
         c = self.config
-        # the critic's own loss: separate parameters, one backward with the policy's
+        # the critic's own loss: separate parameters, one backward with the policy's; forwarded through its
+        # DDP wrapper here, which syncs its gradients (targets used the bare module: no gradient there)
         values = self.critic.wrapped(part.sequences[:, :-1])[:, self.env.prompt_len - 1:]
+        # 0.5 * max((V - R)^2, (V_old + clip(V - V_old, -value_clip, value_clip) - R)^2) per token (PPO's code)
         value_loss, value_stats = compute_value_loss(values, part.old_values, part.returns, part.mask,
                                                      clip=c.value_clip, aggregation=c.loss_aggregation, **norm)
         out.update(value_loss=value_loss.detach(), **value_stats)
-        out["loss"] = out["loss"] + value_loss
-        out["total"] = out["loss"].item()
+        out["loss"] = out["loss"] + value_loss  # unweighted: it reaches only the critic, with its own AdamW and clip
+        out["total"] = out["loss"].item()  # the guard checks both losses
         return out
 
     def metrics(self, s: dict, stats: dict, steps: float) -> dict:
@@ -237,8 +251,8 @@ class Preference:
     sums = ("pairs", "preferred", "chosen_reward", "rejected_reward")
     owned = ("dpo_beta",)
     owner = "objective=dpo"
-    skip_zero = False
-    needs_reference = True
+    skip_zero = False  # a pair has no advantage to test
+    needs_reference = True  # the DPO loss is measured against the policy RL started from
     keep_only_right = False
 
     def __init__(self, config, env, info: dist.DistInfo):
@@ -262,6 +276,7 @@ class Preference:
     def targets(self, batch: Rollout, rewards: torch.Tensor, stats: dict) -> Pairs:
         G = self.config.rl_rollout_size
         chosen, rejected = preference_pairs(rewards, G)  # within each group of G: a group all equal gives none
+        # both answers of a pair carry signal; groups_paired gives train/groups_without_pair
         stats.update(pairs=len(chosen), informative=2 * len(chosen), groups_paired=len(set((chosen // G).tolist())))
         return Pairs(chosen, rejected)
 
@@ -270,6 +285,7 @@ class Preference:
         reference's sequence log-probs."""
         c, env = self.config, self.env
         sequences, mask = batch.sequences, batch.mask(env.end_token)
+        # the reference is frozen: its sequence log-probs once a step, for every epoch
         ref = sequence_logprobs(policy_logprobs(ref_model, sequences, batch.generated, env.prompt_len,
                                                 c.rl_temperature, c.rl_ga_steps), mask)
         pair = lambda t: torch.stack([t[pairs.chosen], t[pairs.rejected]], dim=1)  # (num_pairs, 2, ...)
@@ -281,10 +297,13 @@ class Preference:
         # chosen and rejected in one forward: (n, 2, ...) flattened to (2n, ...) and back
         logits = answer_logits(policy, part.sequences.flatten(0, 1), self.env.prompt_len, c.rl_temperature)
         logp = sequence_logprobs(token_logprobs(logits, part.generated.flatten(0, 1)).view(n, 2, A), part.mask)
-        # the reference's log-probs were taken once per step (update_batch); pairs counted over all ranks
+        # -log sigmoid(beta [(log pi - log pi_ref)(chosen) - (log pi - log pi_ref)(rejected)]) (Rafailov et al.
+        # 2023); the reference's log-probs were taken once per step (update_batch); pairs counted over all ranks
         loss, stats = dpo_loss(logp[:, 0], logp[:, 1], part.ref_logp[:, 0], part.ref_logp[:, 1], c.dpo_beta,
                                num_pairs=norm["num_sequences"])
         if not part.mask.any():  # the empty stand-in of a rank with nothing to forward
+            # whose log-probs are all 0: a loss of log 2 and one pair counted. Zeroed by a product, so its
+            # backward still runs (DDP's all-reduce needs every rank) with gradient 0.
             loss, stats = loss * 0.0, {k: v * 0.0 for k, v in stats.items()}
         return dict(loss=loss, total=loss.item(), policy_loss=loss.detach(), **stats)
 
@@ -315,6 +334,7 @@ OBJECTIVES = {"policy_gradient": PolicyGradient, "actor_critic": ActorCritic, "r
 
 
 def objective_class(objective: str, advantage_mode: str) -> type:
+    # gae overrides no other objective: rl/algorithms.py's resolve() allows it only with policy_gradient
     return OBJECTIVES["actor_critic" if advantage_mode == "gae" else objective]
 
 

@@ -36,6 +36,7 @@ from rl.warm_start import check_cache, init_policy
 def evaluate_and_report(trainer: MathRLTrainer, metrics: dict, prefix: str):
     """Evaluate on the test split (what is reported, with a few mistakes printed) and on the
     validation split (what choices look at); add both to `metrics`; return the test result."""
+    # on every rank: each scores its share of the set and the counts are all-reduced (rl/evaluate.py)
     result, validation = trainer.accuracy("test"), trainer.accuracy("validation")
     metrics.update({**result.metrics("eval"), **validation.metrics("val")})
     print0(f"{prefix}{result.summary()}; validation {validation.accuracy:.4f}")
@@ -55,7 +56,7 @@ def where_rl_starts(trainer: MathRLTrainer, resume, stop: GracefulStop):
     """Load the snapshot to continue from, or start over from the warm start (trained, or cached in
     out_dir); returns what to log about it, or None if a stop signal interrupted the warm start."""
     (snap, snap_path), config, info = resume, trainer.config, trainer.info
-    if snap is not None:
+    if snap is not None:  # every rank read the same file itself (find_resume ran on each): nothing to broadcast
         trainer.load_state_dict(snap)
         print0(f"Resumed from {snap_path} at step {trainer.step}/{config.rl_train_steps}")
         if info.is_main:
@@ -65,6 +66,7 @@ def where_rl_starts(trainer: MathRLTrainer, resume, stop: GracefulStop):
         if remove_snapshots(config.out_dir):
             print0(f"Starting over: removed the old snapshots from {config.out_dir}")
         truncate_metrics(config.out_dir)
+    # asked after each warm-start step and agreed over ranks, so every rank leaves after the same step
     return init_policy(config, trainer.env, trainer.policy, info,
                        should_stop=lambda: dist.any_rank(stop.requested, info.device))
 
@@ -80,7 +82,7 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, s
     # ---- where RL starts: the snapshot to continue, or the warm start (trained, or cached in out_dir)
     snap = resume[0]  # its wandb run id lets a restarted run log on to the same wandb run
     init_info = where_rl_starts(trainer, resume, stop)
-    if init_info is None:
+    if init_info is None:  # no RL state to snapshot yet: the warm start saved its own progress
         print0(f"Stopped by {stop.name} during the warm start; its progress is saved in "
                f"{progress_path(config.out_dir)}; run the same command to continue")
         return 0
@@ -88,7 +90,7 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, s
     save = lambda: save_step(trainer, {"wandb_run_id": logger.run_id}, config.keep_snapshots, info)
     if info.is_main:  # the resolved config beside the metrics, so the tools read what actually ran
         write_json(config_path(config.out_dir), {"config_name": config.name, **config.to_dict()})
-    start, start_metrics = None, {}
+    start, start_metrics = None, {}  # start stays None on a resumed run: no start accuracy in its summary
     if trainer.step == 0:  # a resumed run logged its step 0 already
         start = evaluate_and_report(trainer, start_metrics, "RL starts from ")
         logger.log({**start_metrics, "perf/run_seconds": time.time() - t_start}, step=0)
@@ -111,7 +113,7 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, s
         bar.update(1)
         if step % config.log_interval == 0 or result is not None:
             print0(console_line(metrics, config))
-        saved = step % config.save_interval == 0 or last
+        saved = step % config.save_interval == 0 or last  # a finished run's final weights are on disk
         path = save() if saved else None  # every rank joins: a full disk on rank 0 stops them all
         if not last and dist.any_rank(stop.requested, info.device):  # any rank's signal stops all, here
             path = path or save()  # a stop is never more than this step away from its snapshot
@@ -123,7 +125,7 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, s
     bar.close()
 
     # ---- final evaluation, and what this invocation did (for rl/tools/benchmark.py and for people)
-    result = result or evaluate_and_report(trainer, {}, "Final: ")
+    result = result or evaluate_and_report(trainer, {}, "Final: ")  # None only if no step ran (resumed at the end)
     print0(f"Final held-out accuracy: {result.accuracy:.4f} ({result.num_problems} problems, greedy)")
     if info.is_main:
         write_summary(trainer, result, start, {**totals, "t_start": t_start}, init_info)
@@ -133,6 +135,8 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, s
 
 def write_summary(trainer: MathRLTrainer, result, start, totals: dict, init_info: dict):
     config = trainer.config
+    # About this invocation: a resumed run counts only its own steps, seconds and answers, and max()
+    # keeps one that ran no step (resumed at its end) from dividing by zero.
     summary = {"config_name": config.name, "seed": config.seed, "world_size": trainer.info.world_size,
                "start_accuracy": start.accuracy if start else None, "final_accuracy": result.accuracy,
                "final_digit_accuracy": result.digit_accuracy, "final_steps_accuracy": result.steps_accuracy,
@@ -146,8 +150,8 @@ def write_summary(trainer: MathRLTrainer, result, start, totals: dict, init_info
 
 def main(argv=None) -> int:
     # ---- config: everything validated before the first collective, the same way on every rank
-    info = dist.read_env()
-    lock = None
+    info = dist.read_env()  # torchrun's environment only: no process group until every check has passed
+    lock = None  # released below if a check after taking it fails
     try:
         cli = parse_command_line(sys.argv[1:] if argv is None else argv)
         if cli.help:
@@ -159,12 +163,12 @@ def main(argv=None) -> int:
         try:
             device, backend = dist.pick_device_and_backend(config.device, config.backend, info.local_rank)
         except ValueError as e:
-            raise ConfigError(str(e)) from None
-        check_writable(config.out_dir)
-        lock = RunLock(config.out_dir, info.rank)
+            raise ConfigError(str(e)) from None  # one line and exit code 2, like all bad input
+        check_writable(config.out_dir)  # first: the lock below is a file in out_dir
+        lock = RunLock(config.out_dir, info.rank)  # before any snapshot is read: another run may be writing them
         resume = find_resume(cli.resume_mode, config)
         check_init_from(config)
-        if resume[0] is None:
+        if resume[0] is None:  # a resumed run never reads the cached warm start
             check_cache(config)
     except ConfigError as e:
         print0(f"error: {e}", file=sys.stderr)
@@ -173,19 +177,19 @@ def main(argv=None) -> int:
         return 2
 
     # ---- distributed init, then the run; errors that stop a run cleanly are one line too
-    stop = GracefulStop()
-    info = dist.init(info, device, backend)
+    stop = GracefulStop()  # from here a signal only sets a flag, which the loop reads between steps
+    info = dist.init(info, device, backend)  # the first collective: every rank got here with valid input
     try:
         code = train(config, cli, info, resume, stop)
-        dist.barrier()
+        dist.barrier()  # every rank is done before any tears the process group down (cleanup below)
         return code
     except SnapshotWriteError as e:
         print0(f"error: {e}", file=sys.stderr)
-        return 2
+        return 2  # no snapshot written (a full disk, or weights not finite); the previous one is intact
     except TrainingError as e:
         print0(f"error: {e}", file=sys.stderr)
-        return 1
-    finally:
+        return 1  # the run's own failure: max_bad_steps non-finite steps in a row
+    finally:  # on every way out: main() also runs in-process (the tests), and the next call needs these free
         stop.restore()
         lock.release()
         dist.cleanup(info)

@@ -29,7 +29,8 @@ def lr_lambda(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: floa
     """Multiplier of the peak learning rate for the update after `step` updates: linear warmup
     from 1/warmup_steps to 1, then cosine decay from 1 to min_lr_ratio at total_steps."""
     if step < warmup_steps:
-        return (step + 1) / warmup_steps
+        return (step + 1) / warmup_steps  # step + 1: the first update moves at 1/warmup_steps of the peak, not at 0
+    # max(1, ...): warmup may last the whole run; min(1.0, ...): no step past the end climbs the cosine back up
     progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
     return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
@@ -48,6 +49,7 @@ class Learner:
         """AdamW at peak `lr` with the RL step's schedule; wrapped: the module itself or its DDP wrapper."""
         c = config
         optimizer = configure_optimizer(module, lr=lr, weight_decay=c.weight_decay, betas=(c.adam_beta1, c.adam_beta2))
+        # a multiplier of this learner's own peak lr: the policy and the critic share one schedule's shape
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, partial(
             lr_lambda, warmup_steps=c.warmup_steps, total_steps=c.rl_train_steps, min_lr_ratio=c.min_lr_ratio))
         return cls(module, wrapped, optimizer, scheduler)
@@ -61,6 +63,7 @@ class Learner:
             part.load_state_dict(snap[key])
 
     def is_finite(self) -> bool:
+        # what save_step asks before writing: a snapshot never holds non-finite weights
         return all(torch.isfinite(p).all() for p in self.module.parameters())
 
 
@@ -121,7 +124,7 @@ class Updater:
         sums = defaultdict(float)  # summed over micro-batches and optimizer steps; the trainer divides
         sums.update(skipped=False, lr=learners[0].optimizer.param_groups[0]["lr"])  # the lr this step used
         for order in self.minibatch_orders(step, len(data)):
-            for rows in torch.tensor_split(order, self.config.ppo_minibatches):
+            for rows in torch.tensor_split(order, self.config.ppo_minibatches):  # a short batch need not divide
                 self.optimizer_step(learners, data, rows, loss_fn, sums, skip_zero)
         return sums
 
@@ -129,6 +132,8 @@ class Updater:
         """The row order of each of the ppo_epochs passes (a shuffle per pass when a pass has
         several minibatches), from the step's own stream so a resumed run shuffles alike."""
         c = self.config
+        # each rank shuffles its own rows, on the CPU and then moved, so the order is the same on any device;
+        # a single minibatch takes every row whatever the order, so it is not shuffled
         shuffle = seeding.torch_generator(c.seed, self.info.rank, step, seeding.SHUFFLE, "cpu")
         return [(torch.randperm(num_rows, generator=shuffle) if c.ppo_minibatches > 1 else torch.arange(num_rows))
                 .to(self.info.device) for _ in range(c.ppo_epochs)]
@@ -141,11 +146,14 @@ class Updater:
         counts = dist.reduce_sums({"tokens": data.mask[rows].sum(), "rows": len(rows)}, info.device)
         if counts["rows"] == 0:  # nothing to learn from on any rank (dynamic sampling kept nothing, no pairs)
             return
+        # max_len: seq-mean-token-sum-norm's constant A (Dr. GRPO), not the longest answer in this batch
         norm = dict(num_tokens=counts["tokens"], num_sequences=counts["rows"], max_len=self.answer_len)
-        sums["rows"] += len(rows)
+        sums["rows"] += len(rows)  # before skip_zero drops any: train/skipped_share's denominator
         if skip_zero:  # counted above, so dropping them leaves the normalisers, and the update, as they were
             rows = rows[data.advantages[rows] != 0]
         sums["forwarded"] += len(rows)
+        # Always rl_ga_steps chunks, some perhaps empty: every rank runs as many forwards and backwards,
+        # so DDP's gradient all-reduces pair up across ranks.
         chunks, loss_sum = torch.tensor_split(rows, self.config.rl_ga_steps), 0.0
         for i, chunk in enumerate(chunks):
             # Every rank takes part in each gradient all-reduce, even with nothing to forward: an
@@ -162,11 +170,14 @@ class Updater:
             loss_sum += out.pop("total")
             for k, v in out.items():
                 sums[k] += float(v)
+        # summed over ranks: a non-finite loss on any one rank makes every rank skip the step
         self.take_step(learners, dist.reduce_sums({"loss": loss_sum}, info.device)["loss"], sums)
 
     def take_step(self, learners: list, loss_sum: float, sums: dict):
         """Clip, guard and step every learner, whatever the micro-batches accumulated."""
+        # grad_clip=0 turns clipping off; the norm is still measured, for the guard and train/grad_norm
         max_norm = self.config.grad_clip if self.config.grad_clip > 0 else float("inf")
+        # each learner's own norm and budget: the critic's gradients never shrink the policy's
         norms = [torch.nn.utils.clip_grad_norm_(learner.module.parameters(), max_norm).item() for learner in learners]
         # Numerical guard: a non-finite loss (on any rank) or gradient norm (the same on every rank
         # after the gradient all-reduce) skips this update everywhere, so the weights and optimizer
@@ -175,7 +186,7 @@ class Updater:
         for learner in learners:
             if not bad:
                 learner.optimizer.step()
-            learner.optimizer.zero_grad(set_to_none=True)
+            learner.optimizer.zero_grad(set_to_none=True)  # stepped or skipped: nothing carries into the next
         sums["skipped"] |= bad
         sums["grad_norm"] += norms[0]  # the policy's
         sums["optimizer_steps"] += 1
