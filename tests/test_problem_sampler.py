@@ -1,7 +1,7 @@
 """Problem selection (rl/problem_sampler.py) and the rollouts that use it (rl/rollout.py): each
 update rule and draw distribution against a hand-computed example, the uniform sampler's draws
 unchanged, no held-out pair in any state, the same state on every rank, exact resume with the
-state, and the README's sampler table equal to the result files it was made from.
+state, and the benchmark's names for sampler runs (the README's tables: tests/test_readme.py).
 Run: python -m pytest tests/test_problem_sampler.py"""
 
 import math
@@ -12,7 +12,7 @@ import torch
 import torch.distributed
 import torch.multiprocessing as mp
 
-from helpers import REPO, assert_same_state, fresh_trainer, make_trainer
+from helpers import assert_same_state, fresh_trainer, make_trainer
 from rl import seeding
 from rl.dist import DistInfo
 from rl.math_env import SPLITS, MathEnvironment
@@ -224,18 +224,7 @@ def assert_sampler_state_equal(a: dict, b: dict):
         assert torch.equal(a[k], b[k]) if torch.is_tensor(a[k]) else a[k] == b[k], k
 
 
-# ---- the README's numbers come from the result files -------------------------------------------------
-def test_readme_sampler_table_equals_the_result_files():
-    """The table under README "Problem selection" is `python -m rl.tools.benchmark --table`: every file
-    in results/benchmark/, each written by the run it describes."""
-    from rl.tools.benchmark import saved_results, sampler_table
-    rows = saved_results()
-    assert len(rows) >= 5, "results/benchmark/ holds the runs behind the README's table"
-    for row in rows:
-        assert row["command"].startswith("python -m rl.tools.benchmark") and row["final_accuracy"] is not None
-    assert sampler_table(rows) in (REPO / "README.md").read_text()
-
-
+# ---- the benchmark's names for what it runs -----------------------------------------------------------
 def test_benchmark_sampler_specs_name_the_settings_they_run_with():
     """A spec NAME:KEY=VALUE runs that sampler with those settings, and its result file says so."""
     from rl.tools.benchmark import run_name, sampler_args
@@ -245,3 +234,5 @@ def test_benchmark_sampler_specs_name_the_settings_they_run_with():
     assert run_name("AdderRLConfig", "uniform:dynamic_sampling_max_rounds=2", 1, 1) == \
         "AdderRLConfig-uniform+dynamic_sampling_max_rounds=2-seed1"
     assert run_name("AdderRLConfig", None, 1, 2) == "AdderRLConfig-seed1-2proc"
+    assert run_name("ScarceMultiplierRLConfig", None, 0, 1, ["sft_worked_examples=1024"]) == \
+        "ScarceMultiplierRLConfig-sft_worked_examples=1024-seed0"

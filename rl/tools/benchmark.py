@@ -1,36 +1,39 @@
 """Benchmark: end-to-end accuracy and time of the shipped configs, what RL adds, and the RL step's speed.
 
     python -m rl.tools.benchmark                                  # AdderRLConfig and MultiplierRLConfig, seeds 0 1 2
-    python -m rl.tools.benchmark --configs AdderRLConfig --seeds 0 --set rl_train_steps=100
+    python -m rl.tools.benchmark --configs Multiplier3RLConfig --seeds 0 --set rl_train_steps=100
     python -m rl.tools.benchmark --what_rl_adds                   # ... and supervised training for RL's seconds
     python -m rl.tools.benchmark --configs AdderRLConfig --nproc 2   # each run under torchrun, 2 processes
     python -m rl.tools.benchmark --perf [--compile]               # step speed against this machine's matmul peak
     python -m rl.tools.benchmark --configs MultiplierRLConfig --samplers uniform prioritized replay
                                                                   # problem selection, side by side
-    python -m rl.tools.benchmark --table                          # the README's table from results/benchmark/
+    python -m rl.tools.benchmark --table                          # the tables of every file in results/benchmark/
 
 End to end: each run is the README's command (`python rl/rl_ddp.py --config_name NAME --seed=S
---no_wandb`) in a fresh folder out/benchmark/<NAME>-seed<S>, so the warm start is trained, not read
-from a cache, one run at a time. From each run's metrics it reads the wall seconds, warm start
-included, at which test accuracy first reached 0.95, 0.99 and 0.995 (from the run's own
-evaluations every eval_interval steps; nothing is chosen on them), and the final accuracies.
+--no_wandb`, plus --set's overrides) in a fresh folder out/benchmark/<NAME>-...-seed<S>, one at a
+time. From each run's metrics it reads the wall seconds, warm start included, at which test
+accuracy first reached 0.95, 0.99 and 0.995 (from the run's own evaluations every eval_interval
+steps; nothing is chosen on them), and the final accuracies.
 
---samplers runs each config once per problem sampler (`--problem_sampler=NAME`; a spec
-NAME:KEY=VALUE,... adds settings for that sampler's runs, e.g. the refill rounds it was tuned with). The runs of one
-config and seed then share one warm start: the first trains it (timed), the others start from a
-copy of it, and their seconds count the warm start's as measured when it was trained (the same
-seed gives the same warm start: tests/test_warm_start.py). Each run's result is written to
-results/benchmark/<config>-<sampler>-seed<S>.json as soon as it finishes, and a run whose file
-exists is read back instead of run again (--rerun to redo it), so an interrupted benchmark
-continues where it stopped.
+Runs of one config, seed and --set share one warm start: the first trains it (timed) and leaves a
+copy in out/benchmark/warm_starts/, the others start from that copy and count the warm start's
+seconds as measured when it was trained (the same seed gives the same warm start:
+tests/test_warm_start.py). --samplers runs each config once per problem sampler
+(`--problem_sampler=NAME`; a spec NAME:KEY=VALUE,... adds settings for that sampler's runs, e.g. the
+refill rounds it was tuned with).
+
+Each run's result is written to results/benchmark/<name>.json as soon as it finishes (the name holds
+the config, sampler, --set, seed and processes), and a run whose file exists is read back instead of
+run again (--rerun to redo it), so an interrupted benchmark continues where it stopped.
 
 --what_rl_adds: after each run, the same warm start (out_dir/warm_start.pt) is trained on by
 supervised learning instead, for as many seconds as the run's RL steps took (a matched-compute
-baseline: teacher forcing on training problems, the warm start's batch and learning rate, a fresh
-AdamW with 10 warmup steps and a cosine decay to a tenth), then evaluated on the same test set.
+baseline: teacher forcing on the warm start's training problems, its worked-example pool
+included, the warm start's batch and learning rate, a fresh AdamW with 10 warmup steps and a cosine
+decay to a tenth), then evaluated on the same test set; added to the run's file.
 
-Prints one JSON line per run, then Markdown tables of medians over seeds, and writes a plot of test
-accuracy against wall seconds per config to docs/benchmark_<config>.svg.
+Prints one JSON line per run, then Markdown tables of medians over seeds. The README's tables and
+plots come from the files: `python -m rl.tools.readme`.
 """
 
 import argparse
@@ -132,6 +135,9 @@ def supervised_baseline(row: dict, config_name: str, seed: int, overrides: list)
     as the warm start); test accuracy at the end."""
     cli = parse_command_line(["--config_name", config_name, f"--seed={seed}", *[f"--{kv}" for kv in overrides]])
     config = build_config(cli)
+    if not os.path.exists(run_dir.warm_start_path(row["out_dir"])):
+        raise SystemExit(f"the supervised baseline starts from the run's warm start, "
+                         f"{run_dir.warm_start_path(row['out_dir'])}, which is gone: add --rerun to run it again")
     env = MathEnvironment(**config.task_args())
     model = GPT(GPTConfig(**config.model_args()))
     model.load_state_dict(load_snapshot(run_dir.warm_start_path(row["out_dir"]))["model"])
@@ -183,30 +189,38 @@ def group_label(r: dict) -> str:
     return " ".join(parts)
 
 
+def groups(rows: list) -> list:
+    """[(config, label, its rows)] in first-seen order: the runs a table row takes the median of."""
+    keys = dict.fromkeys((r["config"], group_label(r)) for r in rows)
+    return [(c, label, [r for r in rows if r["config"] == c and group_label(r) == label]) for c, label in keys]
+
+
 def tables(rows: list) -> str:
     """End to end and, where measured, what RL adds: median (min-max) over seeds per config and label."""
-    end_to_end, adds = [], []
-    for config, label in dict.fromkeys((r["config"], group_label(r)) for r in rows):
-        rs = [r for r in rows if r["config"] == config and group_label(r) == label]
+    end_to_end = []
+    for config, label, rs in groups(rows):
         col = lambda key, fmt="{:.3f}": median_range([r.get(key) for r in rs], fmt)
         end_to_end.append([config, label, len(rs), col("warm_start_validation"), col("start_accuracy"),
                            col("final_accuracy"), col("final_steps_accuracy"),
                            *[col(f"seconds_to_{t}", "{:.0f}") for t in TARGETS], col("warm_start_seconds", "{:.0f}"),
                            col("rl_seconds", "{:.0f}"), col("wall_seconds", "{:.0f}")])
-        if all("sft_accuracy" in r for r in rs):
-            adds.append([config, label, len(rs), col("start_accuracy"), col("final_accuracy"), col("sft_accuracy"),
-                         col("rl_train_seconds", "{:.0f}"), col("sft_steps", "{:.0f}")])
     out = markdown_table(["config", "run", "seeds", "warm start (validation)", "RL starts (test)", "final (test)",
                           "steps all right", *[f"s to {t}" for t in TARGETS], "warm start s", "RL s", "wall s"],
                          end_to_end)
-    if adds:
-        out += "\n\n" + adds_table(adds)
-    return out
+    with_baseline = [r for r in rows if "sft_accuracy" in r]
+    return out + ("\n\n" + adds_table(with_baseline) if with_baseline else "")
 
 
-def adds_table(adds: list) -> str:
-    return markdown_table(["config", "run", "seeds", "warm start alone", "warm start + RL",
-                           "warm start + supervised, RL's seconds", "RL train s", "supervised steps"], adds)
+def adds_table(rows: list) -> str:
+    """What RL adds: the warm start alone, + RL, and + supervised training for RL's seconds (test split)."""
+    out = []
+    for config, label, rs in groups(rows):
+        col = lambda key, fmt="{:.3f}": median_range([r[key] for r in rs], fmt)
+        out.append([config, label, len(rs), col("warm_start_steps", "{:.0f}"), col("start_accuracy"),
+                    col("final_accuracy"), col("sft_accuracy"), col("rl_train_seconds", "{:.0f}"),
+                    col("sft_steps", "{:.0f}")])
+    return markdown_table(["config", "run", "seeds", "warm start steps", "warm start alone", "warm start + RL",
+                           "warm start + supervised, RL's seconds", "RL train s", "supervised steps"], out)
 
 
 def main():
@@ -227,7 +241,7 @@ def main():
     args = parser.parse_args()
     if args.perf:
         from rl.tools import perf
-        perf.main(args.configs, args.compile)
+        perf.main(args.configs, args.compile, args.rerun)
         return
     rows = saved_results() if args.table else measure(args)
     print("\nmedian (min-max) over seeds; accuracies are greedy exact match of the final answer on the test split\n\n"

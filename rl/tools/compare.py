@@ -78,6 +78,11 @@ def one_run(config: str, spec: str, seed: int, root: str, rerun: bool) -> dict:
     return rec
 
 
+def label(spec: str) -> str:
+    """'dapo:problem_sampler=uniform,dynamic_sampling_max_rounds=2' -> 'dapo problem_sampler=uniform, ...'"""
+    return spec.replace(":", " ").replace(",", ", ")
+
+
 def at(curve: list, key: str, limit: float):
     """Test accuracy at the last evaluation with curve[key] <= limit (None if none is)."""
     within = [p["test"] for p in curve if p[key] <= limit]
@@ -87,20 +92,24 @@ def at(curve: list, key: str, limit: float):
 def table(records: list, config: str) -> str:
     """One row per run of config, in the order the runs were first listed: medians (min-max) over seeds."""
     rs = [r for r in records if r["key"]["config"] == config]
-    runs = {spec: [r for r in rs if r["key"]["run"] == spec] for spec in dict.fromkeys(r["key"]["run"] for r in rs)}
+    order = lambda spec: DEFAULT_RUNS.index(spec) if spec in DEFAULT_RUNS else len(DEFAULT_RUNS)
+    specs = sorted(dict.fromkeys(r["key"]["run"] for r in rs), key=order)  # the algorithm table's order
+    runs = {spec: [r for r in rs if r["key"]["run"] == spec] for spec in specs}
     c = rs[0]["config"]
     steps, budget = c["rl_train_steps"], c["rl_batch_size"] * c["rl_rollout_size"] * c["rl_train_steps"]
+    # the evaluation at or before a quarter and a half of the steps (every eval_interval steps)
+    quarter, half = [max(p["step"] for p in rs[0]["curve"] if p["step"] <= s) for s in (steps // 4, steps // 2)]
     seconds = min(statistics.median(r["curve"][-1]["seconds"] for r in group) for group in runs.values())
     rows = []
     for spec, group in runs.items():
-        rows.append([spec.replace(":", " ").replace(",", " "), len(group),
-                     *[median_range([at(r["curve"], "step", s) for r in group]) for s in (steps // 4, steps // 2)],
+        rows.append([label(spec), len(group),
+                     *[median_range([at(r["curve"], "step", s) for r in group]) for s in (quarter, half)],
                      median_range([r["curve"][-1]["test"] for r in group]),
                      median_range([at(r["curve"], "answers", budget) for r in group]),
                      median_range([at(r["curve"], "seconds", seconds) for r in group]),
                      median_range([r["curve"][-1]["answers"] / 1000 for r in group], "{:.0f}"),
                      median_range([r["curve"][-1]["seconds"] for r in group], "{:.0f}")])
-    return markdown_table(["run", "seeds", f"test at step {steps // 4}", f"at step {steps // 2}",
+    return markdown_table(["run", "seeds", f"test at step {quarter}", f"at step {half}",
                            f"at step {steps} (end)", f"within {budget // 1000}k answers",
                            f"within {seconds:.0f} s", "answers (k)", "RL s"], rows)
 

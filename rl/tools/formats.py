@@ -15,11 +15,14 @@ layouts, for 12*34:
                                    product's digits sit one place off from the sum's
 
 The unshifted layout is registered here as its own operation through the same `@operation`
-registry a user adds one with. Prints one JSON line per evaluation, then a Markdown table.
+registry a user adds one with. Prints one JSON line per evaluation, then a Markdown table. Each
+layout and seed is written to results/formats/ as it finishes, and one whose file exists is read
+back instead of trained again.
 """
 
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -31,6 +34,7 @@ from model.gpt import GPT, GPTConfig
 from rl.dist import DistInfo
 from rl.evaluate import evaluate
 from rl.math_env import EQUALS, MathEnvironment, operation
+from rl.tools import results
 from rl.tools.report import markdown_table
 from rl.warm_start import teacher_forced_step
 
@@ -78,6 +82,42 @@ def curve(layout: str, seed: int, args) -> list:
     return rows
 
 
+def run_layout(layout: str, seed: int, args) -> dict:
+    """One layout and seed: its record from results/formats/ if there, else trained now and saved."""
+    key = {"config": args.config, "ndigit": args.ndigit, "layout": layout, "seed": seed, "steps": args.steps,
+           "every": args.every, "batch": args.batch, "lr": args.lr, "weight_decay": args.weight_decay,
+           "num_eval": args.num_eval}
+    name = "-".join([args.config, f"{args.ndigit}digit", layout, f"seed{seed}", f"{args.steps}steps"])
+    path = results.path("formats", name)
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    rows = curve(layout, seed, args)
+    command = (f"python -m rl.tools.formats --config {args.config} --ndigit {args.ndigit} --layouts {layout} "
+               f"--seeds {seed} --steps {args.steps} --every {args.every} --batch {args.batch} --lr {args.lr} "
+               f"--weight_decay {args.weight_decay} --num_eval {args.num_eval}")
+    rec = {"tool": "formats", "command": command, "key": key, **results.machine(), "curve": rows,
+           "summary": {"final_validation": rows[-1]["validation"], "final_train": rows[-1]["train"],
+                       "seconds": rows[-1]["seconds"], "answer_tokens": rows[-1]["answer_tokens"]}}
+    results.save(rec, path)
+    return rec
+
+
+def table(records: list) -> str:
+    """Validation accuracy (training pairs' in brackets) per layout and evaluation: median over seeds."""
+    layouts = dict.fromkeys(r["key"]["layout"] for r in records)
+    steps, out = sorted({p["step"] for r in records for p in r["curve"]}), []
+    for layout in layouts:
+        rs = [r for r in records if r["key"]["layout"] == layout]
+        cells = []
+        for s in steps:
+            at = [p for r in rs for p in r["curve"] if p["step"] == s]
+            cells.append(f"{statistics.median(p['validation'] for p in at):.3f} "
+                         f"({statistics.median(p['train'] for p in at):.3f})" if at else "-")
+        out.append([layout, rs[0]["summary"]["answer_tokens"], len(rs), *cells])
+    return markdown_table(["layout", "answer tokens", "seeds", *[f"step {s}" for s in steps]], out)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="MultiplierRLConfig")
@@ -91,18 +131,10 @@ def main():
     parser.add_argument("--weight_decay", type=float, default=0.1)
     parser.add_argument("--num_eval", type=int, default=1000)
     args = parser.parse_args()
-    rows = [row for layout in args.layouts for seed in args.seeds for row in curve(layout, seed, args)]
-    steps, table = sorted({r["step"] for r in rows}), []
-    for layout in args.layouts:
-        cells = []
-        for s in steps:
-            at = [r for r in rows if r["layout"] == layout and r["step"] == s]
-            cells.append(f"{statistics.median(r['validation'] for r in at):.3f} "
-                         f"({statistics.median(r['train'] for r in at):.3f})")
-        table.append([layout, next(r["answer_tokens"] for r in rows if r["layout"] == layout), *cells])
-    print(f"\nvalidation accuracy (train in brackets), median of seeds {args.seeds}, {args.ndigit}-digit, batch "
-          f"{args.batch}, lr {args.lr}\n\n" + markdown_table(["layout", "answer tokens", *[f"step {s}" for s in steps]],
-                                                            table))
+    records = [run_layout(layout, seed, args) for layout in args.layouts for seed in args.seeds]
+    print(f"\nvalidation accuracy (training pairs' in brackets), median of seeds {args.seeds}, {args.ndigit}-digit, "
+          f"batch {args.batch}, lr {args.lr}\n\n" + table(records))
+
 
 if __name__ == "__main__":
     main()

@@ -44,12 +44,17 @@ import torch
 from configs import get_config_class
 from rl.math_trainer import MathRLTrainer
 from rl import run_dir
-from rl.tools import launch
+from rl.tools import launch, results
+from rl.tools.report import markdown_table
 
 PERF_OVERRIDES = dict(init_from="scratch", rewards="digit_match:1.0")
 
 
+EMITTED = []  # this process's measurements, for the result file
+
+
 def emit(**row):
+    EMITTED.append(row)
     print(json.dumps(row), flush=True)
 
 
@@ -112,7 +117,9 @@ def measure_update(config_name: str, reps: int = 5, **overrides) -> dict:
 def measure_update_one_thread(config_name: str):
     """measure_update in a child process that has one thread (torch's threads are set at start-up)."""
     code = f"from rl.tools.perf import measure_update; measure_update({config_name!r})"
-    subprocess.run([sys.executable, "-c", code], cwd=launch.REPO, env=launch.script_env(threads=1), check=True)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=launch.REPO, env=launch.script_env(threads=1), check=True,
+                          capture_output=True, text=True)
+    emit(**json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
 def profile_update(config_name: str, top: int = 10):
@@ -212,8 +219,17 @@ def measure_compile(config_name: str, reps: int = 3):
     emit(metric="torch_compile", config=config_name, **row, threads=torch.get_num_threads())
 
 
-def main(configs: list, compile: bool = False):
+def main(configs: list, compile: bool = False, rerun: bool = False):
+    """Every measurement of each config, saved to results/perf/<config>-<threads>threads.json (read
+    back, not measured again, when it exists)."""
     for name in configs:
+        threads = torch.get_num_threads()
+        path = results.path("perf", f"{name}-{threads}threads{'-compile' if compile else ''}")
+        if os.path.exists(path) and not rerun:
+            with open(path) as f:
+                print(table(json.load(f)))
+            continue
+        EMITTED.clear()
         measure_update(name)
         measure_update_one_thread(name)
         profile_update(name)
@@ -221,3 +237,35 @@ def main(configs: list, compile: bool = False):
         measure_scaling(name)
         if compile:
             measure_compile(name)
+        command = f"python -m rl.tools.benchmark --perf --configs {name}" + (" --compile" if compile else "")
+        rec = {"tool": "perf", "command": command, "key": {"config": name, "threads": threads, "compile": compile},
+               **results.machine(), "rows": list(EMITTED)}
+        results.save(rec, path)
+        print(table(rec))
+
+
+def table(rec: dict) -> str:
+    """The README's speed table from one perf record."""
+    row = {r["metric"] + ("_1" if r["metric"] == "update" and r["threads"] == 1 else ""): r for r in rec["rows"]}
+    up, one, prof, shares = row["update"], row.get("update_1", {}), row["update_profile"], row["step_shares"]
+    tok, bf, sps = row["rollout_tokens_per_second"], row["bf16"], row["samples_per_second"]
+    gflops = lambda r: f"{r['matmul_peak_flops'] / 1e9:.0f} GFLOP/s" if r else "-"
+    top = ", ".join(f"{op['op']} {100 * op['share']:.1f}%" for op in prof["top"][:2])
+    lines = [["matmul peak", gflops(up), gflops(one)],
+             ["update (forward + backward + AdamW, fixed batch): model FLOPs / s / peak (MFU)",
+              f"{up['update_mfu']:.3f}", f"{one['update_mfu']:.3f}" if one else "-"],
+             ["where the update's time goes (torch.profiler, self time)", top, ""],
+             ["one step's shares, one sampling round", f"sampling {shares['rollout']:.2f}, update "
+              f"{shares['update']:.2f}, evaluation {shares['evaluation']:.2f} (amortised)", ""],
+             ["sampled tokens / s, with / without the KV cache",
+              f"{tok['with_cache']:,.0f} / {tok['without_cache']:,.0f}", ""],
+             [f"bf16 weights: sampling / forward + backward, s (fp32: {bf['rollout_seconds_fp32']:.3f} / "
+              f"{bf['forward_backward_seconds_fp32']:.3f})",
+              f"{bf['rollout_seconds_bf16']:.3f} / {bf['forward_backward_seconds_bf16']:.3f}", ""],
+             ["bf16 autocast, fp32 weights: sampling / forward + backward, s",
+              f"{bf['rollout_seconds_bf16_autocast']:.3f} / {bf['forward_backward_seconds_bf16_autocast']:.3f}", ""],
+             [f"answers / s through rl/rl_ddp.py: 1 process x 1 thread / 1 x {sps['threads_all']} / "
+              f"{sps['processes']} x 1 (ratio to the first)",
+              f"{sps['one_process_one_thread']:.1f} / {sps['one_process_all_threads']:.1f} / "
+              f"{sps['processes_one_thread_each']:.1f} ({sps['ratio_processes_over_one']:.2f}x)", ""]]
+    return markdown_table(["measurement", f"{up['threads']} threads", "1 thread"], lines)

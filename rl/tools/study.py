@@ -8,7 +8,8 @@ is the real command in a fresh folder out/study/<config>/<name>-seed<S>, one at 
 whole machine, so their wall seconds compare. The table reports, per variant and as the median
 over seeds, what choices may look at: the wall seconds (warm start included) at which *validation*
 accuracy first reached 0.95 and 0.99 in the run's own evaluations, the final validation accuracy,
-and the warm start's validation accuracy. The test split is not read.
+and the warm start's validation accuracy. The test split is not read. Each run is written to
+results/study/<config>-<variant>-seed<S>.json as it finishes; one whose file exists is read back.
 """
 
 import argparse
@@ -17,20 +18,35 @@ import os
 import shutil
 
 from rl import run_dir
-from rl.tools import launch
+from rl.tools import launch, results
 from rl.tools.report import first_reaching, markdown_table, median_range
 
 
 def run_variant(config: str, name: str, overrides: list, seed: int, root: str) -> dict:
-    out = os.path.join(root, config, f"{name.replace(' ', '_')}-seed{seed}")
-    if not os.path.exists(run_dir.summary_path(out)):  # a finished run is reused
-        shutil.rmtree(out, ignore_errors=True)
-        os.makedirs(out)
-        launch.run(["--config_name", config, f"--seed={seed}", "--no_wandb", "--resume=never", f"--out_dir={out}",
-                    *[f"--{kv}" for kv in overrides]], log_path=run_dir.log_path(out))
-    rows, summary = run_dir.read_metrics(out), run_dir.read_summary(out)
-    curve = [(r["perf/run_seconds"], r["val/accuracy"]) for r in rows if "val/accuracy" in r]
-    return {"variant": name, "seed": seed, "overrides": overrides, "curve": curve,
+    """One variant and seed: read back from results/study/ when its file exists, else run and saved."""
+    label = f"{config}-{name.replace(' ', '_')}-seed{seed}"
+    file = results.path("study", label)
+    if os.path.exists(file):
+        with open(file) as f:
+            return summarize(json.load(f))
+    out = os.path.join(root, label)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    launch.run(["--config_name", config, f"--seed={seed}", "--no_wandb", "--resume=never", f"--out_dir={out}",
+                *[f"--{kv}" for kv in overrides]], log_path=run_dir.log_path(out))
+    rec = results.record(out, tool="study", command=f"python -m rl.tools.study --config {config} --seeds {seed} "
+                         f"--common '' --variants '{name}:{','.join(overrides)}'",
+                         key={"config": config, "variant": name, "overrides": overrides, "seed": seed},
+                         run_seconds=[r["perf/run_seconds"] for r in run_dir.read_metrics(out) if "val/accuracy" in r])
+    results.save(rec, file)
+    return summarize(rec)
+
+
+def summarize(rec: dict) -> dict:
+    """What the table reads from a record: validation only, seconds since the run began."""
+    summary, key = rec["summary"], rec["key"]
+    curve = [(t, p["validation"]) for t, p in zip(rec["run_seconds"], rec["curve"])]
+    return {"variant": key["variant"], "seed": key["seed"], "overrides": key["overrides"], "curve": curve,
             "warm_start_validation": summary.get("warm_start_validation"), "final_validation": curve[-1][1],
             "seconds_to_0.95": first_reaching(curve, 0.95), "seconds_to_0.99": first_reaching(curve, 0.99),
             "total_seconds": round(summary["total_seconds"], 1)}

@@ -1,0 +1,82 @@
+"""Results as data (rl/tools/results.py, rl/tools/readme.py): the README's result tables equal what
+the files in results/ say, every file says how and where it was measured, a measuring tool skips a
+run whose file exists, and the plots are matplotlib's (one line on how to install it when missing).
+Run: python -m pytest tests/test_readme.py"""
+
+import builtins
+import json
+
+import pytest
+
+from helpers import REPO
+from rl.tools import compare, readme, results
+
+RECORDS = {tool: results.load(tool) for tool in ("benchmark", "compare")}
+
+
+def test_the_readme_says_what_the_result_files_say():
+    text = (REPO / "README.md").read_text()
+    assert readme.render(text) == text, "README.md differs from results/: run python -m rl.tools.readme"
+    assert {name for _, name, _, _ in readme.BLOCK.findall(text)} >= {"problem-selection", "compare-AdderRLConfig"}
+
+
+@pytest.mark.parametrize("tool", RECORDS)
+def test_every_result_file_says_how_and_where_it_was_measured(tool):
+    assert RECORDS[tool], f"results/{tool}/ is empty"
+    for rec in RECORDS[tool]:
+        assert rec["command"].startswith("python -m rl.tools.")
+        assert rec["cpu"] and rec["cores"] >= 1 and rec["threads"] >= 1 and rec["torch"] and rec["commit"]
+        config = rec.get("resolved_config") or rec["config"]
+        assert config["config_name"] == (rec["key"]["config"] if tool == "compare" else rec["config"])
+        summary, curve = rec["summary"], rec.get("evals") or rec["curve"]
+        assert curve[0]["step"] == 0 and curve[-1]["step"] == summary["rl_steps_run"]
+        assert curve[-1]["test"] == summary["final_accuracy"]  # the curve's end is the run's reported end
+
+
+def test_render_replaces_only_the_blocks_and_refuses_one_it_does_not_know(monkeypatch):
+    monkeypatch.setattr(readme, "BLOCKS", {"x": lambda: "| a |\n|---|\n| 1 |"})
+    text = "intro\n<!-- results: x -->\nstale\n<!-- end results -->\noutro\n"
+    assert readme.render(text) == "intro\n<!-- results: x -->\n\n| a |\n|---|\n| 1 |\n\n<!-- end results -->\noutro\n"
+    with pytest.raises(SystemExit, match=r"^README.md has a results block no generator knows: y \(known: x\)$"):
+        readme.render(text.replace("results: x", "results: y"))
+
+
+def test_a_run_whose_result_file_exists_is_read_back_not_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "ROOT", str(tmp_path))
+    monkeypatch.setattr(compare.launch, "run", lambda *a, **kw: pytest.fail("ran a run whose file exists"))
+    saved = {"key": {"config": "AdderRLConfig", "run": "grpo", "seed": 3}, "curve": [{"step": 0}]}
+    results.save(saved, results.path("compare", "AdderRLConfig-grpo-seed3"))
+    assert compare.one_run("AdderRLConfig", "grpo", 3, str(tmp_path / "out"), rerun=False) == saved
+    assert json.loads((tmp_path / "compare" / "AdderRLConfig-grpo-seed3.json").read_text()) == saved
+    assert not list((tmp_path / "compare").glob("*.tmp"))  # written whole, then renamed
+
+
+def test_the_compare_table_reads_accuracy_at_matched_answers_and_seconds():
+    curve = lambda accs, per_step: [{"step": 10 * i, "seconds": 10.0 * i * per_step, "answers": 1000.0 * i * per_step,
+                                     "test": a} for i, a in enumerate(accs)]
+    config = {"rl_train_steps": 40, "rl_batch_size": 10, "rl_rollout_size": 10}
+    rec = lambda run, seed, accs, per_step: {"key": {"config": "C", "run": run, "seed": seed}, "config": config,
+                                             "curve": curve(accs, per_step)}
+    rows = [rec("grpo", 0, [0.1, 0.2, 0.3, 0.4, 0.5], 1), rec("grpo", 1, [0.1, 0.3, 0.5, 0.7, 0.9], 1),
+            rec("dapo", 0, [0.1, 0.6, 0.7, 0.8, 0.9], 2)]
+    table = compare.table(rows, "C").splitlines()
+    assert table[0] == ("| run | seeds | test at step 10 | at step 20 | at step 40 (end) | within 4k answers | "
+                        "within 40 s | answers (k) | RL s |")
+    # grpo: median of two seeds; budget 4,000 answers = its step 40; 40 s (grpo's median, the fastest) = step 40
+    assert table[2] == "| grpo | 2 | 0.250 (0.200-0.300) | 0.400 (0.300-0.500) | 0.700 (0.500-0.900) | " \
+                       "0.700 (0.500-0.900) | 0.700 (0.500-0.900) | 4 (4-4) | 40 (40-40) |"
+    # dapo spends answers and seconds twice as fast: within 4,000 answers and 40 s it is at step 20 (0.7)
+    assert table[3] == "| dapo | 1 | 0.600 | 0.700 | 0.900 | 0.700 | 0.700 | 8 | 80 |"
+
+
+def test_the_plots_are_matplotlib_pngs_and_without_it_one_line_says_how_to_install_it(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(readme, "PLOTS", str(tmp_path))
+    pytest.importorskip("matplotlib")
+    written = readme.plots()
+    assert written and all(open(p, "rb").read(8) == b"\x89PNG\r\n\x1a\n" for p in written)
+    real_import = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda name, *a, **kw: (_ for _ in ()).throw(ImportError(name))
+                        if name.startswith("matplotlib") else real_import(name, *a, **kw))
+    assert readme.plots() == []
+    assert capsys.readouterr().err == ("plots skipped: matplotlib is not installed "
+                                       "(pip install -r requirements-tools.txt)\n")
