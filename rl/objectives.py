@@ -87,8 +87,7 @@ class PolicyGradient:
 
     def targets(self, batch: Rollout, rewards: torch.Tensor, stats: dict) -> PolicyTargets:
         targets = PolicyTargets(self.advantages(rewards, stats))
-        adv = targets.advantages
-        stats["informative"] = int((adv != 0).any(dim=1).sum() if adv.dim() > 1 else (adv != 0).sum())
+        stats["informative"] = int((targets.advantages != 0).sum())  # (N,): one advantage per answer
         return targets
 
     def update_batch(self, batch: Rollout, targets: PolicyTargets, ref_model) -> UpdateBatch:

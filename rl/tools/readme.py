@@ -11,12 +11,14 @@ it the tables are still written and one line says how to install it.
 """
 
 import argparse
+import json
 import os
 import re
 import statistics
 import sys
 
 from rl.tools import benchmark, compare, launch, results
+from rl.tools.report import markdown_table
 
 README = os.path.join(launch.REPO, "README.md")
 PLOTS = os.path.join(launch.REPO, "docs")
@@ -61,7 +63,26 @@ def speed() -> str:
     return perf.table(records[-1]) if records else "(no results yet: `python -m rl.tools.benchmark --perf`)"
 
 
-BLOCKS = {"problem-selection": problem_selection, "what-rl-adds": what_rl_adds, "speed": speed,
+def presets_study() -> str:
+    """The runs that chose the problem-selection presets (results/study/problem-selection/, written by
+    the exploration scripts of the time): validation only."""
+    folder = os.path.join(results.ROOT, "study", "problem-selection")
+    rows = []
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name)) as f:
+            d = json.load(f)
+        curve, cached = d["validation_curve"], d["warm_start_cached"]
+        at = lambda p: f"{p[2]:.3f} @{p[0]} ({p[1]:.0f} s)"
+        rows.append([d["run"].split("-")[0], " ".join(f"`{o[2:]}`" for o in d["overrides"]) or "(the preset of the time: `uniform`)",
+                     "-" if d["warm_start_validation"] is None else f"{d['warm_start_validation']:.3f}"
+                     + ("" if cached else f" (trained, {d['warm_start_seconds']:.0f} s)"),
+                     at(curve[len(curve) // 2]), at(curve[-1]) + ("" if d.get("finished") else " (stopped)"),
+                     f"{d['answers_per_step_last_quarter']:,.0f}", f"{d['step_seconds_last_quarter']:.2f}"])
+    return markdown_table(["config", "overrides", "warm start (val)", "validation at the middle (s)",
+                                     "at the end (s)", "answers/step, last quarter", "s/step, last quarter"], rows)
+
+
+BLOCKS = {"problem-selection": problem_selection, "presets-study": presets_study, "what-rl-adds": what_rl_adds, "speed": speed,
           "formats-2digit": lambda: formats_table(2), "formats-3digit": lambda: formats_table(3),
           "multiplier3": lambda: end_to_end("Multiplier3RLConfig"),
           **{f"compare-{c}": (lambda c=c: compare_table(c)) for c in TASKS}}
