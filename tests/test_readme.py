@@ -3,13 +3,14 @@ the files in results/ say, every file says how and where it was measured, a meas
 run whose file exists, and the plots are matplotlib's (one line on how to install it when missing).
 Run: python -m pytest tests/test_readme.py"""
 
+import argparse
 import builtins
 import json
 
 import pytest
 
 from helpers import REPO
-from rl.tools import compare, readme, results
+from rl.tools import benchmark, compare, readme, results
 
 RECORDS = {tool: results.load(tool) for tool in ("benchmark", "compare")}
 
@@ -80,3 +81,23 @@ def test_the_plots_are_matplotlib_pngs_and_without_it_one_line_says_how_to_insta
     assert readme.plots() == []
     assert capsys.readouterr().err == ("plots skipped: matplotlib is not installed "
                                        "(pip install -r requirements-tools.txt)\n")
+
+
+def test_the_benchmark_reads_a_saved_run_back_and_adds_only_a_missing_baseline(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "ROOT", str(tmp_path))
+    monkeypatch.setattr(benchmark, "run_one", lambda *a, **kw: pytest.fail("ran a run whose file exists"))
+    calls = []
+    monkeypatch.setattr(benchmark, "supervised_baseline", lambda row, name, seed, overrides: calls.append(
+        (name, seed, overrides)) or {"sft_accuracy": 0.5, "sft_steps": 3, "sft_seconds": 1.0})
+    saved = {"config": "X", "sampler": "replay", "seed": 0, "processes": 1, "set": ["k=1"],
+             "command": "python -m rl.tools.benchmark --configs X --seeds 0 --samplers replay --set k=1"}
+    path = results.path("benchmark", "X-replay-k=1-seed0")
+    results.save(saved, path)
+    args = argparse.Namespace(configs=["X"], seeds=[0], samplers=["replay"], nproc=1, set=["k=1"], rerun=False,
+                              what_rl_adds=True)
+    for _ in range(2):  # the second time the file already holds the baseline
+        [row] = benchmark.measure(args)
+        assert row == {**saved, "sft_accuracy": 0.5, "sft_steps": 3, "sft_seconds": 1.0,
+                       "command": saved["command"] + " --what_rl_adds"}
+        assert json.loads(open(path).read()) == row
+    assert calls == [("X", 0, ["k=1"])]
