@@ -139,7 +139,7 @@ def restore_progress(config: BaseRLConfig, model, optimizer, scheduler, world_si
     """Load the saved progress of this very warm start (same fingerprint), if any, into the model,
     optimizer and scheduler; returns its step, last validation accuracy and seconds (zeros if none)."""
     path = progress_path(config.out_dir)
-    fresh = {"step": 0, "accuracy": 0.0, "seconds": 0.0, "best": 0.0, "best_step": 0}
+    fresh = {"step": 0, "accuracy": 0.0, "seconds": 0.0, "best": 0.0, "best_step": 0, "best_model": None}
     if not os.path.isfile(path):
         return fresh
     try:
@@ -227,9 +227,7 @@ def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: d
             if not info.show_progress and step % (5 * c.sft_eval_interval) == 0:  # a log file's progress
                 print0(f"Warm start step {step}/{c.sft_max_steps} | Loss: {loss.item():.3f} | "
                        f"Validation: {state['accuracy']:.3f}")
-            if state["accuracy"] > state["best"]:
-                state["best"], state["best_step"] = state["accuracy"], step
-            if state["accuracy"] >= c.sft_target_accuracy or 0 < c.sft_patience <= step - state["best_step"]:
+            if check_done(c, model, state, step):
                 break
         # Only now, after the step's check: a stop before it would skip a check that was due, and the
         # continued run (which starts at the next step) would never make it.
@@ -242,10 +240,28 @@ def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: d
     return report(c, state["step"], state["accuracy"], time.time() - t0, state["best_step"])
 
 
+def check_done(c: BaseRLConfig, model, state: dict, step: int) -> bool:
+    """After a validation check: keep the best weights when patience may need them, and say whether the
+    warm start is done: the target reached, or patience run out, and then the best weights are back
+    (supervised training for as long as it helped, not sft_patience steps past it)."""
+    if state["accuracy"] > state["best"]:
+        state["best"], state["best_step"] = state["accuracy"], step
+        if c.sft_patience:  # a copy per improvement; saved with the progress, so a continued run has it too
+            state["best_model"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    if state["accuracy"] >= c.sft_target_accuracy:
+        return True
+    if 0 < c.sft_patience <= step - state["best_step"]:
+        model.load_state_dict(state["best_model"])
+        state["accuracy"] = state["best"]
+        return True
+    return False
+
+
 def report(config: BaseRLConfig, step: int, accuracy: float, seconds: float, best_step: int):
     if 0 < config.sft_patience <= step - best_step:
-        print0(f"Warm start: validation accuracy {accuracy:.3f} after {step} steps ({seconds:.0f}s): no better "
-               f"since step {best_step} (sft_patience={config.sft_patience})")
+        print0(f"Warm start: no better validation accuracy for {step - best_step} steps (sft_patience="
+               f"{config.sft_patience}): back to step {best_step}'s weights, validation {accuracy:.3f} ({step} steps, "
+               f"{seconds:.0f}s)")
     elif accuracy < config.sft_target_accuracy:
         print0(f"Warm start: reached only {accuracy:.3f} < sft_target_accuracy={config.sft_target_accuracy} on "
                f"validation after {step} steps; RL starts from there (raise sft_max_steps for more)")

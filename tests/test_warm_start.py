@@ -154,15 +154,22 @@ def test_the_cache_key_holds_what_changes_the_warm_start(change):
 
 
 def test_patience_stops_the_warm_start_when_validation_stops_improving(tmp_path, monkeypatch):
-    """With sft_patience, checks stay every sft_eval_interval steps (no target to stop just past) and the
-    warm start stops at the first check sft_patience or more steps after the best one."""
-    script, steps = iter([0.1, 0.3, 0.6, 0.5, 0.6, 0.55, 0.9]), []
-    monkeypatch.setattr(warm_start, "evaluate", lambda *a, **kw: steps.append(len(steps)) or
-                        EvalResult(next(script), 0.0, None, 20, "validation"))
+    """With sft_patience, checks stay every sft_eval_interval steps (no target to stop just past), the
+    warm start stops at the first check sft_patience or more steps after the best one, and the best
+    check's weights are what it leaves."""
+    script, weights = iter([0.1, 0.3, 0.6, 0.5, 0.6, 0.55, 0.9]), []
+
+    def scripted(model, *a, **kw):
+        weights.append({k: v.clone() for k, v in model.state_dict().items()})
+        return EvalResult(next(script), 0.0, None, 20, "validation")
+    monkeypatch.setattr(warm_start, "evaluate", scripted)
     trainer = make_trainer(out_dir=str(tmp_path), **dict(SFT, sft_max_steps=50, sft_eval_interval=2, sft_patience=5))
     result = warm_start.train_warm_start(trainer.config, trainer.env, trainer.model, DistInfo())
     # checks at steps 2, 4, 6 (0.6, the best), 8 (2 since), 10 (0.6 is not better: 4 since), 12 (6 >= 5): stop
-    assert result[:2] == (12, 0.55) and len(steps) == 6
+    assert result[:2] == (12, 0.6) and len(weights) == 6
+    final = trainer.model.state_dict()
+    assert all(torch.equal(v, weights[2][k]) for k, v in final.items())  # step 6's weights, not step 12's
+    assert not all(torch.equal(v, weights[-1][k]) for k, v in final.items())
 
 
 def test_a_scarce_warm_start_sees_only_its_fixed_pool_of_worked_examples(monkeypatch):
