@@ -192,8 +192,9 @@ def sampler_table(rows: list) -> str:
 
 def group_label(r: dict) -> str:
     """What tells a table row's runs apart besides the config: sampler, overrides, processes."""
-    parts = [r["sampler"], *r.get("set", []), *([f"{r['processes']} processes"] if r["processes"] > 1 else [])]
-    return " ".join(parts)
+    parts = [*([r["sampler"]] if r["sampler"] != "default" else []), *r.get("set", []),
+             *([f"{r['processes']} processes"] if r["processes"] > 1 else [])]
+    return " ".join(parts) or "as shipped"
 
 
 def groups(rows: list) -> list:
@@ -223,10 +224,12 @@ def adds_table(rows: list) -> str:
     out = []
     for config, label, rs in groups(rows):
         col = lambda key, fmt="{:.3f}": median_range([r[key] for r in rs], fmt)
-        out.append([config, label, len(rs), col("warm_start_steps", "{:.0f}"), col("start_accuracy"),
+        pool = rs[0].get("resolved_config", {}).get("sft_worked_examples") or "all"
+        out.append([config, label, pool, len(rs), col("warm_start_steps", "{:.0f}"), col("start_accuracy"),
                     col("final_accuracy"), col("sft_accuracy"), col("rl_train_seconds", "{:.0f}"),
                     col("sft_steps", "{:.0f}")])
-    return markdown_table(["config", "run", "seeds", "warm start steps", "warm start alone", "warm start + RL",
+    return markdown_table(["config", "run", "worked examples", "seeds", "warm start steps", "warm start alone",
+                           "warm start + RL",
                            "warm start + supervised, RL's seconds", "RL train s", "supervised steps"], out)
 
 
