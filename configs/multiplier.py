@@ -47,6 +47,9 @@ class MultiplierRLConfig(BaseRLConfig):
 class Multiplier3RLConfig(MultiplierRLConfig):
     """3-digit multiplication: 10^6 ordered pairs, far too many to memorise, 31 answer tokens."""
     ndigit: int = 3
+    sft_target_accuracy: float = 0.9
+    """the supervised climb is steep here (0.63 -> 0.84 on validation in 28 steps), so 0.9 costs little: on validation
+    (seed 0) RL from 0.9 ended at 0.952 with 200 steps in 25 minutes, from 0.84 at 0.917 with 150 (in [0, 1])"""
     num_eval: int = 1000
     """1000 of the 100,953 test pairs, and of the validation pairs (> 0)"""
     sft_max_steps: int = 3000
@@ -55,8 +58,9 @@ class Multiplier3RLConfig(MultiplierRLConfig):
     """a check decodes 31 answer tokens a problem, 2.2x the 2-digit preset's, so check less often while far off (> 0)"""
     sft_num_eval: int = 250
     """the first 250 validation pairs (standard error about 0.03 at 0.7), a quarter of the cost of 1000 (> 0)"""
-    rl_train_steps: int = 150
-    """a bound on its cost, not a measured optimum: each step samples 512 answers of 31 tokens (>= 0)"""
+    rl_train_steps: int = 200
+    """RL first loses accuracy here (0.88 -> 0.80 on validation by step 100), then climbs (0.952 at step 200, still
+    rising); 200 steps of 3.5-5 s keep the whole run within 30 minutes (>= 0)"""
     eval_interval: int = 25
     """an evaluation decodes 2,000 held-out answers of 31 tokens (> 0)"""
 
