@@ -282,7 +282,7 @@ def measure(args) -> list:
                     row["command"] += " --what_rl_adds"
                     results.save(row, path)
                 rows.append(row)
-                print(json.dumps({k: v for k, v in row.items() if k not in ("curve", "steps", "validation_curve",
+                print(json.dumps({k: v for k, v in row.items() if k not in ("curve", "evals", "steps", "validation_curve",
                                                                             "resolved_config", "summary")}), flush=True)
     return rows
 
