@@ -282,8 +282,8 @@ def measure(args) -> list:
                     row["command"] += " --what_rl_adds"
                     results.save(row, path)
                 rows.append(row)
-                print(json.dumps({k: v for k, v in row.items() if k not in ("curve", "evals", "steps", "validation_curve",
-                                                                            "resolved_config", "summary")}), flush=True)
+                bulky = ("curve", "evals", "steps", "validation_curve", "resolved_config", "summary")
+                print(json.dumps({k: v for k, v in row.items() if k not in bulky}), flush=True)
     return rows
 
 
