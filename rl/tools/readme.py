@@ -84,7 +84,26 @@ def presets_study() -> str:
                                      "at the end (s)", "answers/step, last quarter", "s/step, last quarter"], rows)
 
 
+def scarce_study() -> str:
+    """The runs that chose the scarce-worked-examples RL settings (rl.tools.study, seed 0): validation only."""
+    rows = []
+    for rec in results.load("study"):
+        if rec["key"]["config"] != "ScarceMultiplierRLConfig":
+            continue
+        # init_from is the K's warm start trained by that K's first variant: the same start, not a setting
+        own = [kv for kv in rec["key"]["overrides"] if not kv.startswith(("eval_interval=", "init_from="))]
+        curve, steps, end = rec["curve"], rec["steps"], rec["curve"][-1]
+        at = lambda step: next((f"{p['validation']:.3f}" for p in curve if p["step"] == step), "-")
+        trained = statistics.median(s[2] / s[1] for s in steps)  # steps: [step, answers, trained answers, s]
+        rows.append([rec["key"]["variant"], rec["config"]["sft_worked_examples"], " ".join(f"`{kv}`" for kv in own),
+                     f"{curve[0]['validation']:.3f}", at(100), at(300),
+                     f"{end['validation']:.3f} @{end['step']}", f"{trained:.2f}", f"{end['seconds']:.0f}"])
+    return markdown_table(["variant", "K", "overrides", "validation at RL start", "at step 100", "at 300",
+                           "at the end", "trained share of answers (median step)", "RL s"], rows)
+
+
 BLOCKS = {"problem-selection": problem_selection, "presets-study": presets_study, "what-rl-adds": what_rl_adds, "speed": speed,
+          "scarce-study": scarce_study,
           "formats-2digit": lambda: formats_table(2), "formats-3digit": lambda: formats_table(3),
           "multiplier3": lambda: end_to_end("Multiplier3RLConfig"),
           **{f"compare-{c}": (lambda c=c: compare_table(c)) for c in TASKS}}
