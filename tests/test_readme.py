@@ -115,3 +115,32 @@ def test_the_scarce_study_table_reads_validation_at_fixed_steps_and_the_trained_
         rec("AdderRLConfig", "other task", [])])
     assert readme.scarce_study().splitlines()[2:] == [
         "| hot | 256 | `rl_temperature=1.5` | 0.100 | 0.200 | 0.300 | 0.400 @400 | 0.12 | 800 |"]
+
+
+def test_add_fields_fills_only_missing_fields_and_only_from_the_same_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "ROOT", str(tmp_path / "results"))
+    run = tmp_path / "run"
+    run.mkdir()
+    summary = {"rl_steps_run": 2, "start_accuracy": 0.5, "final_accuracy": 0.75, "final_steps_accuracy": 0.9,
+               "rl_seconds": 3.0, "rl_train_seconds": 2.0, "rl_answers_generated": 16.0, "rl_samples_per_second": 8.0}
+    (run / "summary.json").write_text(json.dumps(summary))
+    (run / "config.json").write_text(json.dumps({"seed": 0}))
+    step = lambda s, size, rate: {"step": s, "train/step": s, "train/answers_generated": 8.0, "train/batch_answers": 4.0,
+                                  "train/groups_all_equal": 0.5, "perf/step_seconds": 1.0, "perf/run_seconds": s,
+                                  "select/replay_size": size, "select/drawn_pass_rate": rate}
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in [
+        {"step": 0, "eval/accuracy": 0.5, "val/accuracy": 0.5, "perf/run_seconds": 0.0},
+        step(1, 37, 0.1604), step(2, 84, 0.3571)]) + "\n")
+    same = {"out_dir": str(run), "wall_seconds_here": 9.0, "summary": summary, "final_accuracy": 0.125}
+    other = {**same, "summary": {**summary, "final_accuracy": 0.25}}  # a later run replaced the folder
+    gone = {**same, "out_dir": str(tmp_path / "gone")}
+    for name, rec in [("same", same), ("other", other), ("gone", gone)]:
+        results.save(rec, results.path("benchmark", name))
+    changed = benchmark.add_fields()
+    assert [name for name, _ in changed] == ["same.json"] and "selection" in changed[0][1]
+    saved = json.loads((tmp_path / "results" / "benchmark" / "same.json").read_text())
+    assert saved["selection"] == [[1, 37, 0.16], [2, 84, 0.357]]
+    assert saved["final_accuracy"] == 0.125  # a field the file had is never changed
+    for name, rec in [("other", other), ("gone", gone)]:
+        assert json.loads((tmp_path / "results" / "benchmark" / f"{name}.json").read_text()) == rec
+    assert benchmark.add_fields() == []  # nothing left to add

@@ -24,7 +24,8 @@ refill rounds it was tuned with).
 
 Each run's result is written to results/benchmark/<name>.json as soon as it finishes (the name holds
 the config, sampler, --set, seed and processes), and a run whose file exists is read back instead of
-run again (--rerun to redo it), so an interrupted benchmark continues where it stopped.
+run again (--rerun to redo it), so an interrupted benchmark continues where it stopped. When the
+summary grows a field, --add_fields adds it to the files whose run folders still hold their runs.
 
 --what_rl_adds: after each run, the same warm start (out_dir/warm_start.pt) is trained on by
 supervised learning instead, for as many seconds as the run's RL steps took (a matched-compute
@@ -117,6 +118,9 @@ def summarize(out_dir: str, row: dict, wall: float) -> dict:
            # per step: answers generated, answers trained on, share of first-round groups all equal, seconds
            "steps": [(r["step"], r["train/answers_generated"], r["train/batch_answers"],
                       round(r["train/groups_all_equal"], 4), round(r["perf/step_seconds"], 3)) for r in steps],
+           # per step under replay: problems in the buffer, and the pass rate of the problems drawn
+           "selection": [(r["step"], r["select/replay_size"], round(r["select/drawn_pass_rate"], 3))
+                         for r in steps if "select/drawn_pass_rate" in r],
            "warm_start_steps": s.get("warm_start_steps"),
            "warm_start_seconds": round(s.get("warm_start_seconds", 0), 1),
            "warm_start_validation": s.get("warm_start_validation"), "start_accuracy": s["start_accuracy"],
@@ -129,6 +133,27 @@ def summarize(out_dir: str, row: dict, wall: float) -> dict:
            "evals": results.curve_and_steps(rows)[0], "resolved_config": run_dir.read_config(out_dir), "summary": s}
     row.update({f"seconds_to_{t}": first_reaching(row["curve"], t) for t in TARGETS})
     return row
+
+
+def add_fields() -> list:
+    """Give each file in results/benchmark/ the fields summarize() has grown since it was written, read
+    from its run folder if that still holds the same run (its summary.json equal to the file's). A
+    field the file has is never changed. Returns (file name, fields added) per file changed."""
+    changed = []
+    for name in sorted(os.listdir(os.path.join(results.ROOT, "benchmark"))):
+        path = os.path.join(results.ROOT, "benchmark", name)
+        if not name.endswith(".json"):
+            continue
+        with open(path) as f:
+            rec = json.load(f)
+        folder = rec.get("out_dir", "")
+        if not os.path.exists(run_dir.summary_path(folder)) or run_dir.read_summary(folder) != rec.get("summary"):
+            continue  # the folder is gone or a later run has replaced it
+        new = {k: v for k, v in summarize(folder, {}, rec["wall_seconds_here"]).items() if k not in rec}
+        if new:
+            results.save({**rec, **json.loads(json.dumps(new))}, path)
+            changed.append((name, sorted(new)))
+    return changed
 
 
 def supervised_baseline(row: dict, config_name: str, seed: int, overrides: list) -> dict:
@@ -246,9 +271,15 @@ def main():
     parser.add_argument("--rerun", action="store_true", help="run again what results/benchmark/ holds")
     parser.add_argument("--table", action="store_true", help="print the tables of every file in results/benchmark/, "
                         "running nothing")
+    parser.add_argument("--add_fields", action="store_true", help="add the fields the summary has grown to each "
+                        "file in results/benchmark/ whose run folder is still there, running nothing")
     parser.add_argument("--perf", action="store_true", help="measure the RL step's speed instead (rl/tools/perf.py)")
     parser.add_argument("--compile", action="store_true", help="with --perf: also time torch.compile")
     args = parser.parse_args()
+    if args.add_fields:
+        for name, fields in add_fields():
+            print(f"{name}: added {', '.join(fields)}")
+        return
     if args.perf:
         from rl.tools import perf
         perf.main(args.configs, args.compile, args.rerun)
