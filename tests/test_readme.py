@@ -144,3 +144,26 @@ def test_add_fields_fills_only_missing_fields_and_only_from_the_same_run(tmp_pat
     for name, rec in [("other", other), ("gone", gone)]:
         assert json.loads((tmp_path / "results" / "benchmark" / f"{name}.json").read_text()) == rec
     assert benchmark.add_fields() == []  # nothing left to add
+
+
+@pytest.mark.parametrize("validation", [0.552, 0.551])
+def test_a_gone_warm_start_is_trained_again_and_must_match_the_runs(tmp_path, monkeypatch, validation):
+    calls = []
+
+    def run(args, log_path=None):  # the warm start only: rl_train_steps=0 into the run's own folder
+        calls.append(args)
+        out_dir = next(a for a in args if a.startswith("--out_dir=")).split("=", 1)[1]
+        with open(f"{out_dir}/summary.json", "w") as f:
+            json.dump({"warm_start_steps": 120, "warm_start_validation": validation}, f)
+    monkeypatch.setattr(benchmark.launch, "run", run)
+    row = {"out_dir": str(tmp_path / "gone"), "warm_start_steps": 120, "warm_start_validation": 0.552}
+    if validation == 0.552:
+        assert benchmark.restore_warm_start(row, "AdderRLConfig", 2, ["k=1"]) == (
+            "the warm start trained again (same steps and validation as the run's)")
+    else:
+        with pytest.raises(SystemExit) as e:
+            benchmark.restore_warm_start(row, "AdderRLConfig", 2, ["k=1"])
+        assert str(e.value) == ("the warm start trained again differs from the run's (steps, validation "
+                                "(120, 0.551) against (120, 0.552)): add --rerun to run the whole run again")
+    assert calls == [["--config_name", "AdderRLConfig", "--seed=2", "--no_wandb", f"--out_dir={tmp_path / 'gone'}",
+                      "--resume=never", "--rl_train_steps=0", "--k=1"]]

@@ -31,7 +31,8 @@ summary grows a field, --add_fields adds it to the files whose run folders still
 supervised learning instead, for as many seconds as the run's RL steps took (a matched-compute
 baseline: teacher forcing on the warm start's training problems, its worked-example pool
 included, the warm start's batch and learning rate, a fresh AdamW with 10 warmup steps and a cosine
-decay to a tenth), then evaluated on the same test set; added to the run's file.
+decay to a tenth), then evaluated on the same test set; added to the run's file. If the run's folder
+is gone, its warm start is trained again first and must match the file's (steps and validation).
 
 Prints one JSON line per run, then Markdown tables of medians over seeds. The README's tables and
 plots come from the files: `python -m rl.tools.readme`.
@@ -156,14 +157,30 @@ def add_fields() -> list:
     return changed
 
 
+def restore_warm_start(row: dict, config_name: str, seed: int, overrides: list) -> str:
+    """Train the run's warm start again into its folder when the folder is gone (the same seed gives
+    the same warm start), checked against the warm start the run's file describes."""
+    out_dir = row["out_dir"]
+    os.makedirs(out_dir, exist_ok=True)
+    launch.run(["--config_name", config_name, f"--seed={seed}", "--no_wandb", f"--out_dir={out_dir}", "--resume=never",
+                "--rl_train_steps=0", *[f"--{kv}" for kv in overrides]], log_path=run_dir.log_path(out_dir))
+    s = run_dir.read_summary(out_dir)
+    again, was = (s.get("warm_start_steps"), s.get("warm_start_validation")), (row["warm_start_steps"],
+                                                                               row["warm_start_validation"])
+    if again != was:
+        raise SystemExit(f"the warm start trained again differs from the run's (steps, validation {again} against "
+                         f"{was}): add --rerun to run the whole run again")
+    return "the warm start trained again (same steps and validation as the run's)"
+
+
 def supervised_baseline(row: dict, config_name: str, seed: int, overrides: list) -> dict:
     """Supervised training from the run's warm start for its RL seconds (on the same worked examples
     as the warm start); test accuracy at the end."""
     cli = parse_command_line(["--config_name", config_name, f"--seed={seed}", *[f"--{kv}" for kv in overrides]])
     config = build_config(cli)
+    restored = {}
     if not os.path.exists(run_dir.warm_start_path(row["out_dir"])):
-        raise SystemExit(f"the supervised baseline starts from the run's warm start, "
-                         f"{run_dir.warm_start_path(row['out_dir'])}, which is gone: add --rerun to run it again")
+        restored = {"sft_from": restore_warm_start(row, config_name, seed, overrides)}
     env = MathEnvironment(**config.task_args())
     model = GPT(GPTConfig(**config.model_args()))
     model.load_state_dict(load_snapshot(run_dir.warm_start_path(row["out_dir"]))["model"])
@@ -188,7 +205,7 @@ def supervised_baseline(row: dict, config_name: str, seed: int, overrides: list)
     total, seconds = i, time.time() - t0
     a, b = env.eval_operands(config.num_eval, "test")
     result = evaluate(model, env, a, b, DistInfo(), batch_size=config.eval_batch_size, num_mistakes=0)
-    return {"sft_steps": total, "sft_seconds": round(seconds, 1), "sft_accuracy": result.accuracy}
+    return {"sft_steps": total, "sft_seconds": round(seconds, 1), "sft_accuracy": result.accuracy, **restored}
 
 
 def seconds_to(rs: list, target: float) -> str:
