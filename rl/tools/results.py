@@ -26,15 +26,19 @@ ROOT = os.path.join(launch.REPO, "results")
 
 
 def machine() -> dict:
-    """Where a result was measured: CPU model, cores, threads, torch version and the commit."""
-    cpu = platform.processor()
+    """Where a result was measured: CPU model, cores, memory, threads, torch version and the commit."""
+    cpu, memory = platform.processor(), None
     if os.path.exists("/proc/cpuinfo"):
         with open("/proc/cpuinfo") as f:
             cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    if os.path.exists("/proc/meminfo"):
+        with open("/proc/meminfo") as f:  # "MemTotal:  24589600 kB"
+            memory = next((round(int(line.split()[1]) / 2 ** 20, 1) for line in f if line.startswith("MemTotal")), None)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=launch.REPO, capture_output=True,
                             text=True).stdout.strip()
     threads = int(os.environ.get("OMP_NUM_THREADS", 0)) or torch.get_num_threads()
-    return {"cpu": cpu, "cores": os.cpu_count(), "threads": threads, "torch": torch.__version__, "commit": commit}
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": memory, "threads": threads, "torch": torch.__version__,
+            "commit": commit}
 
 
 def curve_and_steps(rows: list) -> tuple:
