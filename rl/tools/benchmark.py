@@ -77,6 +77,12 @@ def sampler_args(spec: str) -> list:
     return [f"--problem_sampler={name}", *[f"--{kv}" for kv in settings.split(",") if kv]]
 
 
+def script_args(config_name: str, seed: int, out_dir: str, extra: list, overrides: list) -> list:
+    """The README's command for one run in a fresh out_dir, with extra flags and --set's overrides."""
+    return ["--config_name", config_name, f"--seed={seed}", "--no_wandb", f"--out_dir={out_dir}", "--resume=never",
+            *extra, *[f"--{kv}" for kv in overrides]]
+
+
 def run_one(config_name: str, seed: int, args, sampler: str = None) -> dict:
     """The README's command in a fresh folder; what it did, read from its summary and metrics. With a
     sampler, the warm start of an earlier run of the same config and seed is reused (module docstring)."""
@@ -88,10 +94,8 @@ def run_one(config_name: str, seed: int, args, sampler: str = None) -> dict:
     if sampler and os.path.exists(shared):
         shutil.copy(shared, run_dir.warm_start_path(out_dir))
     t0 = time.time()
-    launch.run(["--config_name", config_name, f"--seed={seed}", "--no_wandb", f"--out_dir={out_dir}",
-                "--resume=never", *(sampler_args(sampler) if sampler else []),
-                *[f"--{kv}" for kv in args.set]], nproc=args.nproc,
-               log_path=run_dir.log_path(out_dir))  # the console, to follow with tail -f
+    launch.run(script_args(config_name, seed, out_dir, sampler_args(sampler) if sampler else [], args.set),
+               nproc=args.nproc, log_path=run_dir.log_path(out_dir))  # the console, to follow with tail -f
     wall = time.time() - t0
     row = summarize(out_dir, dict(config=config_name, sampler=sampler or "default", seed=seed, processes=args.nproc,
                                   set=args.set), wall)
@@ -152,7 +156,7 @@ def add_fields() -> list:
             continue  # the folder is gone or a later run has replaced it
         new = {k: v for k, v in summarize(folder, {}, rec["wall_seconds_here"]).items() if k not in rec}
         if new:
-            results.save({**rec, **json.loads(json.dumps(new))}, path)
+            results.save({**rec, **new}, path)
             changed.append((name, sorted(new)))
     return changed
 
@@ -162,8 +166,8 @@ def restore_warm_start(row: dict, config_name: str, seed: int, overrides: list) 
     the same warm start), checked against the warm start the run's file describes."""
     out_dir = row["out_dir"]
     os.makedirs(out_dir, exist_ok=True)
-    launch.run(["--config_name", config_name, f"--seed={seed}", "--no_wandb", f"--out_dir={out_dir}", "--resume=never",
-                "--rl_train_steps=0", *[f"--{kv}" for kv in overrides]], log_path=run_dir.log_path(out_dir))
+    launch.run(script_args(config_name, seed, out_dir, ["--rl_train_steps=0"], overrides),
+               log_path=run_dir.log_path(out_dir))
     s = run_dir.read_summary(out_dir)
     again, was = (s.get("warm_start_steps"), s.get("warm_start_validation")), (row["warm_start_steps"],
                                                                                row["warm_start_validation"])
