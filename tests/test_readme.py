@@ -167,3 +167,18 @@ def test_a_gone_warm_start_is_trained_again_and_must_match_the_runs(tmp_path, mo
                                 "(120, 0.551) against (120, 0.552)): add --rerun to run the whole run again")
     assert calls == [["--config_name", "AdderRLConfig", "--seed=2", "--no_wandb", f"--out_dir={tmp_path / 'gone'}",
                       "--resume=never", "--rl_train_steps=0", "--k=1"]]
+
+
+def test_what_rl_adds_lists_each_config_by_pool_size_with_medians_over_seeds():
+    run = lambda config, k, seed, start, rl, sft: {
+        "config": config, "sampler": "default", "processes": 1, "set": [f"sft_worked_examples={k}"] if k else [], "seed": seed,
+        "resolved_config": {"sft_worked_examples": k}, "warm_start_steps": 600, "start_accuracy": start,
+        "final_accuracy": rl, "sft_accuracy": sft, "rl_train_seconds": 400.0, "sft_steps": 500}
+    rows = [run("S", 1024, 0, 0.9, 0.99, 0.95), run("S", 768, 0, 0.8, 0.98, 0.85), run("S", 768, 1, 0.7, 0.96, 0.83),
+            run("A", 0, 0, 0.5, 1.0, 1.0)]
+    table = benchmark.adds_table(rows).splitlines()
+    assert [line.split(" | ")[:3] for line in table[2:]] == [["| A", "as shipped", "all"],
+                                                             ["| S", "sft_worked_examples=768", "768"],
+                                                             ["| S", "sft_worked_examples=1024", "1024"]]
+    assert table[3] == ("| S | sft_worked_examples=768 | 768 | 2 | 600 (600-600) | 0.750 (0.700-0.800) | "
+                        "0.970 (0.960-0.980) | 0.840 (0.830-0.850) | 400 (400-400) | 500 (500-500) |")

@@ -271,9 +271,10 @@ def tables(rows: list) -> str:
 def adds_table(rows: list) -> str:
     """What RL adds: the warm start alone, + RL, and + supervised training for RL's seconds (test split)."""
     out = []
-    for config, label, rs in groups(rows):
+    pool_of = lambda rs: rs[0].get("resolved_config", {}).get("sft_worked_examples") or 0  # 0: every pair's work
+    for config, label, rs in sorted(groups(rows), key=lambda g: (g[0], pool_of(g[2]))):  # by config, then pool
         col = lambda key, fmt="{:.3f}": median_range([r[key] for r in rs], fmt)
-        pool = rs[0].get("resolved_config", {}).get("sft_worked_examples") or "all"
+        pool = pool_of(rs) or "all"
         out.append([config, label, pool, len(rs), col("warm_start_steps", "{:.0f}"), col("start_accuracy"),
                     col("final_accuracy"), col("sft_accuracy"), col("rl_train_seconds", "{:.0f}"),
                     col("sft_steps", "{:.0f}")])
