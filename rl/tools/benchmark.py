@@ -31,8 +31,9 @@ summary grows a field, --add_fields adds it to the files whose run folders still
 supervised learning instead, for as many seconds as the run's RL steps took (a matched-compute
 baseline: teacher forcing on the warm start's training problems, its worked-example pool
 included, the warm start's batch and learning rate, a fresh AdamW with 10 warmup steps and a cosine
-decay to a tenth), then evaluated on the same test set; added to the run's file. If the run's folder
-is gone, its warm start is trained again first and must match the file's (steps and validation).
+decay to a tenth), then evaluated on the same test and validation sets; added to the run's file. If
+the run's folder is gone, its warm start is trained again first and must match the file's (steps and
+validation).
 
 Prints one JSON line per run, then Markdown tables of medians over seeds. The README's tables and
 plots come from the files: `python -m rl.tools.readme`.
