@@ -171,7 +171,8 @@ def test_a_gone_warm_start_is_trained_again_and_must_match_the_runs(tmp_path, mo
 
 def test_what_rl_adds_lists_each_config_by_pool_size_with_medians_over_seeds():
     run = lambda config, k, seed, start, rl, sft: {
-        "config": config, "sampler": "default", "processes": 1, "set": [f"sft_worked_examples={k}"] if k else [], "seed": seed,
+        "config": config, "sampler": "default", "processes": 1, "seed": seed,
+        "set": [f"sft_worked_examples={k}"] if k else [],
         "resolved_config": {"sft_worked_examples": k}, "warm_start_steps": 600, "start_accuracy": start,
         "final_accuracy": rl, "sft_accuracy": sft, "rl_train_seconds": 400.0, "sft_steps": 500}
     rows = [run("S", 1024, 0, 0.9, 0.99, 0.95), run("S", 768, 0, 0.8, 0.98, 0.85), run("S", 768, 1, 0.7, 0.96, 0.83),

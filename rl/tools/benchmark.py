@@ -209,11 +209,11 @@ def supervised_baseline(row: dict, config_name: str, seed: int, overrides: list)
         total = max(i + 1, int(i * row["rl_train_seconds"] / (time.time() - t0)))
     total, seconds = i, time.time() - t0
     # test is what is reported; validation is what a choice between settings may look at
-    test, validation = (evaluate(model, env, *env.eval_operands(config.num_eval, split), DistInfo(),
-                                 batch_size=config.eval_batch_size, num_mistakes=0, split=split).accuracy
-                        for split in ("test", "validation"))
-    return {"sft_steps": total, "sft_seconds": round(seconds, 1), "sft_accuracy": test, "sft_validation": validation,
-            **restored}
+    accuracy = {split: evaluate(model, env, *env.eval_operands(config.num_eval, split), DistInfo(),
+                                batch_size=config.eval_batch_size, num_mistakes=0, split=split).accuracy
+                for split in ("test", "validation")}
+    return {"sft_steps": total, "sft_seconds": round(seconds, 1), "sft_accuracy": accuracy["test"],
+            "sft_validation": accuracy["validation"], **restored}
 
 
 def seconds_to(rs: list, target: float) -> str:
