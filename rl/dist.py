@@ -38,9 +38,41 @@ class DistInfo:
 
 
 def read_env() -> DistInfo:
-    """Ranks as torchrun sets them (world size 1 when run by plain python); no collective yet."""
-    return DistInfo(int(os.environ.get("RANK", 0)), int(os.environ.get("LOCAL_RANK", 0)),
-                    int(os.environ.get("WORLD_SIZE", 1)))
+    """Ranks as torchrun sets them (world size 1 when run by plain python); no collective yet.
+    ValueError (one line) for an environment torchrun would not make: RANK, LOCAL_RANK and
+    WORLD_SIZE not integers, not all set, or out of range, or several processes with no
+    MASTER_ADDR and MASTER_PORT (torch's env:// rendezvous would fail, or wait, with a traceback)."""
+    names = ("RANK", "LOCAL_RANK", "WORLD_SIZE")  # torchrun sets all three, plain python none
+    fix = "launch with torchrun, or unset RANK, LOCAL_RANK and WORLD_SIZE"
+    given = {name: os.environ[name] for name in names if name in os.environ}
+    if not given:
+        return DistInfo()
+    missing = [name for name in names if name not in given]
+    if missing:
+        raise ValueError(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} set without "
+                         f"{' and '.join(missing)} (torchrun sets all three); {fix}")
+    values = {}
+    for name, text in given.items():
+        try:
+            values[name] = int(text)
+        except ValueError:
+            raise ValueError(f"{name}={text!r} is not an integer; {fix}") from None
+    rank, local_rank, world_size = (values[name] for name in names)
+    if world_size < 1:
+        raise ValueError(f"WORLD_SIZE={world_size} must be at least 1; {fix}")
+    for name, value in (("RANK", rank), ("LOCAL_RANK", local_rank)):
+        if not 0 <= value < world_size:
+            raise ValueError(f"{name}={value} is outside [0, WORLD_SIZE={world_size}); {fix}")
+    if world_size > 1:
+        absent = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(name)]
+        if absent:
+            verb = "is" if len(absent) == 1 else "are"
+            raise ValueError(f"WORLD_SIZE={world_size} but {' and '.join(absent)} {verb} not set, so the processes "
+                             f"cannot meet; {fix}")
+        port = os.environ["MASTER_PORT"]
+        if not (port.isdigit() and 1 <= int(port) <= 65535):
+            raise ValueError(f"MASTER_PORT={port!r} is not a port number (1 to 65535); {fix}")
+    return DistInfo(rank, local_rank, world_size)
 
 
 def check_device_and_backend(device: str, backend: str):
@@ -126,9 +158,15 @@ def reduce_sums(values: dict, device) -> dict:
     return dict(zip(names, all_reduce_sum(flat).tolist()))
 
 
-def print0(*args, **kwargs):
-    """print on rank 0 only (through tqdm, so a progress bar is not torn); RANK as torchrun sets it."""
-    if int(os.environ.get("RANK", 0)) == 0:
+def print0(*args, every_rank: bool = False, **kwargs):
+    """print on rank 0 only (through tqdm, so a progress bar is not torn); RANK as torchrun sets it.
+    every_rank: print on any rank, for an error about the environment itself (read_env), whose RANK
+    cannot be trusted to pick the one that prints."""
+    try:
+        rank = int(os.environ.get("RANK", 0))
+    except ValueError:  # read_env refuses it; printing here must not fail first
+        rank = 0
+    if every_rank or rank == 0:
         tqdm.write(" ".join(str(a) for a in args), **kwargs)
 
 

@@ -150,9 +150,12 @@ def write_summary(trainer: MathRLTrainer, result, start, totals: dict, init_info
 
 def main(argv=None) -> int:
     # ---- config: everything validated before the first collective, the same way on every rank
-    info = dist.read_env()  # torchrun's environment only: no process group until every check has passed
-    lock = None  # released below if a check after taking it fails
+    info = lock = None  # lock: released below if a check after taking it fails
     try:
+        try:  # torchrun's environment only: no process group until every check has passed
+            info = dist.read_env()
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         cli = parse_command_line(sys.argv[1:] if argv is None else argv)
         if cli.help:
             if info.is_main:
@@ -171,7 +174,7 @@ def main(argv=None) -> int:
         if resume[0] is None:  # a resumed run never reads the cached warm start
             check_cache(config)
     except ConfigError as e:
-        print0(f"error: {e}", file=sys.stderr)
+        print0(f"error: {e}", file=sys.stderr, every_rank=info is None)  # a refused environment names no rank 0
         if lock is not None:
             lock.release()
         return 2

@@ -110,9 +110,27 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
 
 
 def test_bad_input_batch_not_divisible_by_the_ranks():
-    env = {**script_env(), "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "3"}  # as torchrun would set them
+    # as torchrun would set them; the batch check comes before any process group forms, so nothing connects
+    env = {**script_env(), "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": "29999"}
     assert one_line_error([], env=env) == ("error: rl_batch_size=64 is not divisible by the 3 processes; "
                                            "use a multiple of 3")
+
+
+LAUNCHER_FIX = "launch with torchrun, or unset RANK, LOCAL_RANK and WORLD_SIZE"
+
+
+@pytest.mark.parametrize("variables,message", [
+    # not an integer: print0 itself reads RANK, and must still print the error
+    (dict(RANK="first", LOCAL_RANK="0", WORLD_SIZE="1"), f"error: RANK='first' is not an integer; {LAUNCHER_FIX}"),
+    # a rank that is not 0 still prints: a refused environment names no rank 0
+    (dict(RANK="5", LOCAL_RANK="0", WORLD_SIZE="3"), f"error: RANK=5 is outside [0, WORLD_SIZE=3); {LAUNCHER_FIX}"),
+    (dict(RANK="1", LOCAL_RANK="1", WORLD_SIZE="2"),
+     f"error: WORLD_SIZE=2 but MASTER_ADDR and MASTER_PORT are not set, so the processes cannot meet; {LAUNCHER_FIX}"),
+])
+def test_bad_input_launcher_environment(variables, message):
+    env = {k: v for k, v in script_env().items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
+    assert one_line_error(["--debug"], env={**env, **variables}) == message
 
 
 def test_bad_input_out_dir_not_writable(tmp_path):

@@ -157,6 +157,51 @@ def test_devices_and_backends_this_machine_cannot_run(monkeypatch):
     assert dist.pick_device_and_backend("auto", "auto", 0) == (dist.torch.device("cpu"), "gloo")
 
 
+LAUNCHER_FIX = "launch with torchrun, or unset RANK, LOCAL_RANK and WORLD_SIZE"
+MASTER = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+
+
+@pytest.mark.parametrize("variables,message", [
+    (dict(RANK="0"), "RANK is set without LOCAL_RANK and WORLD_SIZE (torchrun sets all three); "),
+    (dict(WORLD_SIZE="2", **MASTER), "WORLD_SIZE is set without RANK and LOCAL_RANK (torchrun sets all three); "),
+    (dict(RANK="0", WORLD_SIZE="1"), "RANK and WORLD_SIZE are set without LOCAL_RANK (torchrun sets all three); "),
+    (dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="two"), "WORLD_SIZE='two' is not an integer; "),
+    (dict(RANK="", LOCAL_RANK="0", WORLD_SIZE="1"), "RANK='' is not an integer; "),
+    (dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="0"), "WORLD_SIZE=0 must be at least 1; "),
+    (dict(RANK="2", LOCAL_RANK="0", WORLD_SIZE="2", **MASTER), "RANK=2 is outside [0, WORLD_SIZE=2); "),
+    (dict(RANK="-1", LOCAL_RANK="0", WORLD_SIZE="2", **MASTER), "RANK=-1 is outside [0, WORLD_SIZE=2); "),
+    (dict(RANK="1", LOCAL_RANK="2", WORLD_SIZE="2", **MASTER), "LOCAL_RANK=2 is outside [0, WORLD_SIZE=2); "),
+    (dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="2"),
+     "WORLD_SIZE=2 but MASTER_ADDR and MASTER_PORT are not set, so the processes cannot meet; "),
+    (dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1"),
+     "WORLD_SIZE=2 but MASTER_PORT is not set, so the processes cannot meet; "),
+    (dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="http"),
+     "MASTER_PORT='http' is not a port number (1 to 65535); "),
+    (dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="70000"),
+     "MASTER_PORT='70000' is not a port number (1 to 65535); "),
+])
+def test_a_launcher_environment_torchrun_would_not_make_is_refused(monkeypatch, variables, message):
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError) as e:
+        dist.read_env()
+    assert str(e.value) == message + LAUNCHER_FIX
+
+
+def test_a_launcher_environment_as_torchrun_makes_it_is_read(monkeypatch):
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    assert dist.read_env() == dist.DistInfo(0, 0, 1)  # plain python
+    for name, value in dict(RANK="3", LOCAL_RANK="1", WORLD_SIZE="4", **MASTER).items():
+        monkeypatch.setenv(name, value)
+    assert dist.read_env() == dist.DistInfo(3, 1, 4)
+    monkeypatch.setenv("WORLD_SIZE", "1"), monkeypatch.setenv("RANK", "0"), monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.delenv("MASTER_PORT")
+    assert dist.read_env() == dist.DistInfo(0, 0, 1)  # one process needs no rendezvous
+
+
 def test_init_from_and_a_cached_warm_start_that_cannot_be_read(tmp_path):
     """The same one-line errors as --resume, before start: missing, unreadable, another model."""
     from rl.snapshot import check_init_from
