@@ -7,8 +7,9 @@
                          =PATH continues from that file
     --KEY=VALUE          (or --KEY VALUE) any config field, typed by the field
 
-Overrides are strict: an unknown key, a wrong type or a non-finite number is a ConfigError of one
-line (with the closest known key), never an exec of user text.
+Overrides are strict: an unknown key, a wrong type, a non-finite number, an empty value or an
+option given twice is a ConfigError of one line (with the closest known key), never an exec of
+user text, never a silent default or a silent last-one-wins.
 """
 
 import difflib
@@ -36,8 +37,11 @@ class CommandLine:
 
 
 def parse_command_line(argv: list) -> CommandLine:
-    """Split argv into the flags and raw --key=value overrides (typed later, per config class)."""
-    cli, i = CommandLine(), 0
+    """Split argv into the flags and raw --key=value overrides (typed later, per config class).
+    Each option may be given once: were the last to win, a long command's earlier value would be
+    silently dropped. An empty value is refused too: `--out_dir=$DIR` with DIR unset would otherwise
+    run, and start over, in the default folder."""
+    cli, i, given = CommandLine(), 0, {}  # given: option -> its text, for the message of a repeat
     while i < len(argv):
         arg = argv[i]
         i += 1
@@ -51,18 +55,30 @@ def parse_command_line(argv: list) -> CommandLine:
         if key in ("debug", "no_wandb"):
             if has_value:
                 raise ConfigError(f"--{key} takes no value")
+        elif key == "resume":
+            if has_value and not value:
+                raise ConfigError("--resume= is empty; give --resume=auto, --resume=never or --resume=PATH of a "
+                                  "snapshot (--resume alone means auto)")
+        elif not has_value:  # --key value
+            if i >= len(argv) or argv[i].startswith("--"):
+                raise ConfigError(f"--{key} needs a value, e.g. --{key}=VALUE")
+            value, i = argv[i], i + 1
+        written = arg if has_value or key in ("debug", "no_wandb", "resume") else f"{arg} {value}"
+        if key in given:
+            both = f" ({given[key]}, then {written})" if given[key] != written else ""
+            raise ConfigError(f"--{key} is given more than once{both}; give it once")
+        given[key] = written
+        if key in ("debug", "no_wandb"):
             setattr(cli, key, True)
         elif key == "resume":
-            cli.resume = value if has_value else "auto"
+            cli.resume = value or "auto"
+        elif key == "config_name":
+            if not value:
+                raise ConfigError(f"--config_name is empty; name a config, or leave --config_name out for "
+                                  f"{cli.config_name}")
+            cli.config_name = value
         else:
-            if not has_value:  # --key value
-                if i >= len(argv) or argv[i].startswith("--"):
-                    raise ConfigError(f"--{key} needs a value, e.g. --{key}=VALUE")
-                value, i = argv[i], i + 1
-            if key == "config_name":
-                cli.config_name = value
-            else:
-                cli.overrides[key] = value
+            cli.overrides[key] = value  # an empty value is refused once the key is known (build_config)
     return cli
 
 
@@ -101,6 +117,8 @@ def build_config(cli: CommandLine) -> BaseRLConfig:
             close = difflib.get_close_matches(key, list(kinds) + list(FLAGS), n=1)
             hint = f"did you mean --{close[0]}? " if close else ""
             raise ConfigError(f"unknown option --{key}; {hint}(--help lists every option)")
+        if not text:  # even where the field's default is empty (out_dir): an unset shell variable, most likely
+            raise ConfigError(f"--{key} is empty; give it a value, or leave --{key} out for its default")
         values[key] = parse_value(key, kinds[key], text)
     return cls(**values).get_args_ready(debug=cli.debug)
 

@@ -104,6 +104,8 @@ def one_line_error(args, env=None):
     (["--backend=nccl"], "error: backend='nccl' needs CUDA, which this run does not use; use --backend=gloo"),
     (["--init_from=README.md"], "error: --init_from: snapshot README.md is unreadable"),
     (["--rl_algorithm=ppo", "--clip_low=1.5"], "error: clip_low must be in (0, 1)"),
+    (["--resume="], "error: --resume= is empty; give --resume=auto, --resume=never or --resume=PATH of a snapshot"),
+    (["--learning_rate=1e-3", "--learning_rate=2e-3"], "error: --learning_rate is given more than once"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message):
     assert one_line_error(args).startswith(message)

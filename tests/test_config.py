@@ -141,6 +141,36 @@ def test_bad_input_is_one_clear_message(argv, message):
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("argv,message", [
+    # an option given twice: the last would silently win
+    (["--learning_rate=1e-3", "--learning_rate=2e-3"],
+     "--learning_rate is given more than once (--learning_rate=1e-3, then --learning_rate=2e-3); give it once"),
+    (["--learning_rate", "1e-3", "--learning-rate=2e-3"],
+     "--learning_rate is given more than once (--learning_rate 1e-3, then --learning-rate=2e-3); give it once"),
+    (["--config_name", "AdderRLConfig", "--config_name=MultiplierRLConfig"],
+     "--config_name is given more than once (--config_name AdderRLConfig, then --config_name=MultiplierRLConfig); "
+     "give it once"),
+    (["--debug", "--debug"], "--debug is given more than once; give it once"),
+    (["--no_wandb", "--no-wandb"], "--no_wandb is given more than once (--no_wandb, then --no-wandb); give it once"),
+    (["--resume", "--resume=never"], "--resume is given more than once (--resume, then --resume=never); give it once"),
+    (["--resume=never", "--resume=never"], "--resume is given more than once; give it once"),
+    # an empty value: not "not given" (an unset shell variable would otherwise start over in the default folder)
+    (["--resume="], "--resume= is empty; give --resume=auto, --resume=never or --resume=PATH of a snapshot "
+                    "(--resume alone means auto)"),
+    (["--config_name="], "--config_name is empty; name a config, or leave --config_name out for AdderRLConfig"),
+    (["--out_dir="], "--out_dir is empty; give it a value, or leave --out_dir out for its default"),
+    (["--out_dir", ""], "--out_dir is empty; give it a value, or leave --out_dir out for its default"),
+    (["--wandb_run_name="],
+     "--wandb_run_name is empty; give it a value, or leave --wandb_run_name out for its default"),
+    (["--seed="], "--seed is empty; give it a value, or leave --seed out for its default"),
+    (["--lerning_rate="], "unknown option --lerning_rate; did you mean --learning_rate? (--help lists every option)"),
+])
+def test_a_repeated_or_empty_option_is_refused(argv, message):
+    with pytest.raises(ConfigError) as e:
+        config_from(*argv)
+    assert str(e.value) == message
+
+
 def test_global_batch_must_split_across_ranks():
     c = get_config_class("AdderRLConfig")(rl_batch_size=6, sft_batch_size=8).get_args_ready()
     with pytest.raises(ConfigError, match="rl_batch_size=6 is not divisible by the 4 processes; use a multiple of 4"):
