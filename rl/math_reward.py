@@ -12,8 +12,9 @@ token format the policy must produce and names the positions of each part (`fina
     format         1 if every position holds the kind of token the target has there (a digit where
                    a digit belongs, each separator and the end token in its place), whatever the values
 
-A config names the rewards it uses with weights, e.g. "exact_match:1.0,format:0.1"; the
-trainer's reward is the weighted sum, and each component's mean is logged as reward/<name>.
+A config names the rewards it uses with weights, e.g. "exact_match:1.0,format:0.1" (each once, each
+weight positive); the trainer's reward is the weighted sum, and each component's mean is logged as
+reward/<name>.
 """
 
 import torch
@@ -44,21 +45,37 @@ REWARDS = {"exact_match": exact_match, "steps": steps_match, "digit_match": digi
 
 
 def parse_reward_spec(spec: str, show_work: bool = True) -> dict:
-    """'exact_match:1.0,format:0.1' -> {'exact_match': 1.0, 'format': 0.1}; ValueError if malformed."""
+    """'exact_match:1.0,format:0.1' -> {'exact_match': 1.0, 'format': 0.1} (a bare name weighs 1.0);
+    ValueError (one line) if malformed. Each reward is named once, with a positive weight: a second
+    mention would silently replace the first, a zero weight turns the reward off (drop it instead),
+    and a negative one pays the policy for wrong answers."""
+    if not spec.strip():
+        raise ValueError("rewards is empty; name at least one reward, e.g. rewards=exact_match:1.0")
     weights = {}
     for item in spec.split(","):
-        name, _, weight = item.strip().partition(":")
+        name, colon, weight = (part.strip() for part in item.partition(":"))
+        if not name and not colon:
+            raise ValueError(f"rewards={spec!r} has an empty item; remove the extra comma")
         if name not in REWARDS:
             raise ValueError(f"unknown reward {name!r} in rewards={spec!r}; known rewards: {', '.join(REWARDS)}")
         if name == "steps" and not show_work:
             raise ValueError(f"reward 'steps' scores the shown work, but show_work is false; "
                              f"drop it from rewards={spec!r} or set --show_work=true")
+        if name in weights:
+            raise ValueError(f"reward {name!r} is named twice in rewards={spec!r}; name each reward once, with "
+                             f"its weight")
+        if colon and not weight:
+            raise ValueError(f"reward weight for {name!r} is empty in rewards={spec!r}; write {name}:WEIGHT, "
+                             f"or {name} alone for 1.0")
         try:
-            weights[name] = float(weight) if weight else 1.0
+            weights[name] = float(weight) if colon else 1.0
         except ValueError:
             raise ValueError(f"reward weight for {name!r} must be a number, got {weight!r}") from None
         if not torch.isfinite(torch.tensor(weights[name])):
             raise ValueError(f"reward weight for {name!r} must be finite, got {weight!r}")
+        if weights[name] <= 0:
+            raise ValueError(f"reward weight for {name!r} must be positive, got {weight!r} in rewards={spec!r}; "
+                             f"to turn a reward off, drop it from rewards")
     return weights
 
 

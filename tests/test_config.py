@@ -104,6 +104,8 @@ def test_overrides_are_typed_and_win_over_debug_presets():
     (["--rl_algorithm=rloo", "--rl_rollout_size=1"], "advantage_mode=rloo compares the answers to a prompt"),
     (["--rewards=exact:1"], "unknown reward 'exact' in rewards='exact:1'"),
     (["--rewards=exact_match,steps"], "reward 'steps' scores the shown work, but show_work is false"),
+    (["--rewards=exact_match:1,exact_match:0.5"], "reward 'exact_match' is named twice in rewards="),
+    (["--rewards=digit_match:0"], "reward weight for 'digit_match' must be positive, got '0'"),
     (["--vocab_size=20"], "vocab_size and max_seq_len are derived from the task; do not set them"),
     (["--rl_ga_steps=3"], "rl_batch_size*rl_rollout_size=512 is not divisible by rl_ga_steps=3"),
     (["--init_from=no/such/file.pt"], "init_from='no/such/file.pt' is neither 'sft', 'scratch' nor an existing file"),

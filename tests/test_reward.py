@@ -77,3 +77,27 @@ def test_reward_spec_parsing():
         parse_reward_spec("format:nan")
     with pytest.raises(ValueError, match="reward 'steps' scores the shown work, but show_work is false"):
         parse_reward_spec("exact_match,steps", show_work=False)
+    assert parse_reward_spec(" exact_match : 0.5 ") == {"exact_match": 0.5}  # spaces around a name or weight
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("exact_match:1.0,", "rewards='exact_match:1.0,' has an empty item; remove the extra comma"),
+    ("exact_match,,format", "rewards='exact_match,,format' has an empty item; remove the extra comma"),
+    ("", "rewards is empty; name at least one reward, e.g. rewards=exact_match:1.0"),
+    ("exact_match:1.0,exact_match:0.5", "reward 'exact_match' is named twice in rewards='exact_match:1.0,"
+                                        "exact_match:0.5'; name each reward once, with its weight"),
+    ("exact_match,format:0.1,exact_match", "reward 'exact_match' is named twice in rewards='exact_match,format:0.1,"
+                                           "exact_match'; name each reward once, with its weight"),
+    ("exact_match:1.0,format:0", "reward weight for 'format' must be positive, got '0' in rewards='exact_match:1.0,"
+                                 "format:0'; to turn a reward off, drop it from rewards"),
+    ("exact_match:-1", "reward weight for 'exact_match' must be positive, got '-1' in rewards='exact_match:-1'; "
+                       "to turn a reward off, drop it from rewards"),
+    ("exact_match:", "reward weight for 'exact_match' is empty in rewards='exact_match:'; write "
+                     "exact_match:WEIGHT, or exact_match alone for 1.0"),
+])
+def test_a_malformed_reward_spec_is_one_line(spec, message):
+    """Each reward named once with a positive weight: a repeat would silently replace the first weight, a
+    zero weight turns the reward off unseen, a trailing comma is a typo."""
+    with pytest.raises(ValueError) as e:
+        parse_reward_spec(spec)
+    assert str(e.value) == message
