@@ -1,14 +1,16 @@
 """Metric sinks: a JSON-lines file in the run folder, and wandb when it is wanted.
 
+`log` raises run_dir.WriteError when the line cannot be written (a full disk); the entry script
+stops every rank then (rl/snapshot.py save_on_main).
+
 Only rank 0 builds a real logger; other ranks get one whose methods do nothing, so the training
 loop never branches on rank or on wandb. wandb is imported only when used (it is slow to import).
 """
 
-import json
 import os
 
 from rl.dist import print0
-from rl.run_dir import metrics_path
+from rl.run_dir import append_line, metrics_path
 
 
 class MetricsLogger:
@@ -16,9 +18,8 @@ class MetricsLogger:
         self.jsonl_path, self.wandb_run = jsonl_path, wandb_run
 
     def log(self, metrics: dict, step: int):
-        if self.jsonl_path:
-            with open(self.jsonl_path, "a") as f:
-                f.write(json.dumps({"step": step, **metrics}) + "\n")
+        if self.jsonl_path:  # one line in one write: a kill tears at most this line (rl/run_dir.py)
+            append_line(self.jsonl_path, {"step": step, **metrics})
         if self.wandb_run is not None:
             self.wandb_run.log(metrics, step=step)
 

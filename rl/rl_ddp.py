@@ -28,8 +28,9 @@ from rl.dist import print0
 from rl.logger import make_logger
 from rl.math_trainer import MathRLTrainer, TrainingError
 from rl.run_control import GracefulStop, RunLock, check_writable
-from rl.run_dir import config_path, progress_path, remove_snapshots, summary_path, truncate_metrics, write_json
-from rl.snapshot import SnapshotWriteError, check_init_from, find_resume, save_step
+from rl.run_dir import (MetricsError, config_path, metrics_path, progress_path, read_config, read_metrics,
+                        remove_snapshots, remove_temporaries, set_aside, summary_path, truncate_metrics, write_json)
+from rl.snapshot import Resume, SnapshotWriteError, check_init_from, find_resume, save_on_main, save_step
 from rl.warm_start import check_cache, init_policy
 
 
@@ -52,26 +53,69 @@ def console_line(metrics: dict, config: BaseRLConfig) -> str:
     return line + (f" | Eval: {metrics['eval/accuracy']:.4f}" if "eval/accuracy" in metrics else "")
 
 
-def where_rl_starts(trainer: MathRLTrainer, resume, stop: GracefulStop):
+def prepare_folder(config: BaseRLConfig, resume: Resume, never: bool):
+    """Rank 0, once every check has passed: make out_dir hold only the history this run continues
+    (rl/run_dir.py's invariants 3-5). The one place that moves or deletes run files."""
+    out = config.out_dir
+    for name in remove_temporaries(out):
+        print0(f"Removed {name}, a temporary file a stopped run left (never read)")
+    if resume.snap is not None:
+        # Another future than the one continued here: snapshots after it, or another folder's history, or
+        # lines logged under settings that now change. Set aside whole, so nothing is lost or resumed by mistake.
+        if resume.later or resume.elsewhere or (resume.changes and last_logged_step(out) > resume.step):
+            folder = set_aside(out, resume.step, resume.later)
+            print0(f"Set aside {len(resume.later)} snapshot(s), the summary and a copy of the metrics in {folder}: "
+                   f"they belong to another continuation than this one from step {resume.step}")
+        truncate_metrics(out, -1 if resume.elsewhere else resume.step, warn=print0)  # the later lines are redone
+        return
+    if never:  # the user asked to start over: the old snapshots, metrics and summary go (the warm start stays)
+        if remove_snapshots(out):
+            print0(f"Starting over: removed the old snapshots from {out}")
+        truncate_metrics(out, warn=print0)
+        if os.path.exists(summary_path(out)):
+            os.remove(summary_path(out))
+        return
+    # No snapshot yet. Lines of this same config (a run stopped before its first snapshot) are redone
+    # exactly; another run's lines are kept aside, since nobody asked to delete them.
+    if last_logged_step(out) >= 0 and not same_config(out, config):
+        folder = set_aside(out, 0, [])
+        print0(f"Set aside the metrics and summary of another run, found with no snapshot, in {folder}")
+    truncate_metrics(out, warn=print0)
+
+
+def last_logged_step(out_dir: str) -> int:
+    rows = read_metrics(out_dir, warn=lambda line: None)  # (the truncation that follows says it)
+    return rows[-1]["step"] if rows else -1
+
+
+def same_config(out_dir: str, config: BaseRLConfig) -> bool:
+    try:
+        saved = read_config(out_dir)
+    except (OSError, ValueError):
+        return False
+    saved.pop("changed_on_resume", None)
+    return saved == {"config_name": config.name, **config.to_dict()}
+
+
+def where_rl_starts(trainer: MathRLTrainer, resume: Resume, never: bool, stop: GracefulStop):
     """Load the snapshot to continue from, or start over from the warm start (trained, or cached in
     out_dir); returns what to log about it, or None if a stop signal interrupted the warm start."""
-    (snap, snap_path), config, info = resume, trainer.config, trainer.info
-    if snap is not None:  # every rank read the same file itself (find_resume ran on each): nothing to broadcast
-        trainer.load_state_dict(snap)
-        print0(f"Resumed from {snap_path} at step {trainer.step}/{config.rl_train_steps}")
-        if info.is_main:
-            truncate_metrics(config.out_dir, trainer.step)  # the lines after it are about to be redone
+    config, info = trainer.config, trainer.info
+    if info.is_main:
+        prepare_folder(config, resume, never)
+    if resume.snap is not None:  # every rank read the same file itself (find_resume ran on each): nothing to broadcast
+        trainer.load_state_dict(resume.snap)  # the schedule follows this config from there (rl/update.py)
+        print0(f"Resumed from {resume.path} at step {trainer.step}/{config.rl_train_steps}")
+        if resume.changes:
+            print0("Changed from this step on (recorded in config.json): " + ", ".join(
+                f"{k} {old!r} -> {new!r}" for k, (old, new) in resume.changes.items()))
         return {}
-    if info.is_main:  # a fresh run replaces the old one's snapshots and metrics (the cached warm start stays)
-        if remove_snapshots(config.out_dir):
-            print0(f"Starting over: removed the old snapshots from {config.out_dir}")
-        truncate_metrics(config.out_dir)
     # asked after each warm-start step and agreed over ranks, so every rank leaves after the same step
     return init_policy(config, trainer.env, trainer.policy, info,
                        should_stop=lambda: dist.any_rank(stop.requested, info.device))
 
 
-def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, stop: GracefulStop) -> int:
+def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume: Resume, stop: GracefulStop) -> int:
     # ---- model and trainer: identical initial weights on every rank, DDP when there are several
     t_start = time.time()
     trainer = MathRLTrainer.build(config, info)
@@ -80,20 +124,28 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, s
            f"{info.device.type}, {dist.num_threads()} thread(s) each, out_dir={config.out_dir}")
 
     # ---- where RL starts: the snapshot to continue, or the warm start (trained, or cached in out_dir)
-    snap = resume[0]  # its wandb run id lets a restarted run log on to the same wandb run
-    init_info = where_rl_starts(trainer, resume, stop)
+    snap = resume.snap  # its wandb run id lets a restarted run log on to the same wandb run
+    init_info = where_rl_starts(trainer, resume, cli.resume_mode == "never", stop)
     if init_info is None:  # no RL state to snapshot yet: the warm start saved its own progress
         print0(f"Stopped by {stop.name} during the warm start; its progress is saved in "
                f"{progress_path(config.out_dir)}; run the same command to continue")
         return 0
     logger = make_logger(config, info.is_main, not cli.no_wandb, snap.get("wandb_run_id") if snap else None)
-    save = lambda: save_step(trainer, {"wandb_run_id": logger.run_id}, config.keep_snapshots, info)
-    if info.is_main:  # the resolved config beside the metrics, so the tools read what actually ran
-        write_json(config_path(config.out_dir), {"config_name": config.name, **config.to_dict()})
+    # every setting a resume changed, at the step it changed (rl/snapshot.py RESUMABLE): what ran, in full
+    history = (snap or {}).get("changed_on_resume", []) + (
+        [{"step": trainer.step, **{k: list(v) for k, v in resume.changes.items()}}] if resume.changes else [])
+    save = lambda: save_step(trainer, {"wandb_run_id": logger.run_id, "changed_on_resume": history},
+                             config.keep_snapshots, info)
+    # Each write below is rank 0's, and every rank learns if it failed (a full disk): all stop with one line.
+    log = lambda metrics, step: save_on_main(lambda: logger.log(metrics, step=step), metrics_path(config.out_dir),
+                                             "the snapshots are intact", info)
+    resolved = {"config_name": config.name, **config.to_dict(), **({"changed_on_resume": history} if history else {})}
+    save_on_main(lambda: write_json(config_path(config.out_dir), resolved, unless_equal=True),
+                 config_path(config.out_dir), "the snapshots are intact", info)  # so the tools read what ran
     start, start_metrics = None, {}  # start stays None on a resumed run: no start accuracy in its summary
     if trainer.step == 0:  # a resumed run logged its step 0 already
         start = evaluate_and_report(trainer, start_metrics, "RL starts from ")
-        logger.log({**start_metrics, "perf/run_seconds": time.time() - t_start}, step=0)
+        log({**start_metrics, "perf/run_seconds": time.time() - t_start}, 0)
 
     # ---- the RL loop: a step, its metrics, an evaluation every eval_interval steps and a snapshot
     # every save_interval; a stop signal on any rank ends every rank after the same step, saved
@@ -109,7 +161,7 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, s
         due = step % config.eval_interval == 0 or last  # and the last step's, which the summary reports
         result = evaluate_and_report(trainer, metrics, f"Step {step}: ") if due else None
         metrics["perf/run_seconds"] = time.time() - t_start  # the clock the benchmark's time-to-accuracy reads
-        logger.log(metrics, step=step)  # rank 0 only; the other ranks' logger drops it
+        log(metrics, step)  # rank 0 only; the other ranks' logger drops it
         bar.update(1)
         if step % config.log_interval == 0 or result is not None:
             print0(console_line(metrics, config))
@@ -127,8 +179,7 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume, s
     # ---- final evaluation, and what this invocation did (for rl/tools/benchmark.py and for people)
     result = result or evaluate_and_report(trainer, {}, "Final: ")  # None only if no step ran (resumed at the end)
     print0(f"Final held-out accuracy: {result.accuracy:.4f} ({result.num_problems} problems, greedy)")
-    if info.is_main:
-        write_summary(trainer, result, start, {**totals, "t_start": t_start}, init_info)
+    write_summary(trainer, result, start, {**totals, "t_start": t_start}, init_info)
     logger.finish()
     return 0
 
@@ -145,7 +196,8 @@ def write_summary(trainer: MathRLTrainer, result, start, totals: dict, init_info
                "rl_answers_generated": totals["answers"],
                "rl_samples_per_second": totals["answers"] / max(totals["train_seconds"], 1e-9),
                "total_seconds": time.time() - totals["t_start"], **init_info}
-    write_json(summary_path(config.out_dir), summary)
+    path = summary_path(config.out_dir)
+    save_on_main(lambda: write_json(path, summary), path, "the final snapshot is written", trainer.info)
 
 
 def main(argv=None) -> int:
@@ -171,8 +223,12 @@ def main(argv=None) -> int:
         lock = RunLock(config.out_dir, info.rank)  # before any snapshot is read: another run may be writing them
         resume = find_resume(cli.resume_mode, config)
         check_init_from(config)
-        if resume[0] is None:  # a resumed run never reads the cached warm start
+        if resume.snap is None:  # a resumed run never reads the cached warm start
             check_cache(config)
+        try:  # a line damaged where no crash damages one: refused before anything is moved or deleted
+            read_metrics(config.out_dir, warn=lambda line: None)  # (a torn last line is said when it is dropped)
+        except MetricsError as e:
+            raise ConfigError(str(e)) from None
     except ConfigError as e:
         print0(f"error: {e}", file=sys.stderr, every_rank=info is None)  # a refused environment names no rank 0
         if lock is not None:
@@ -188,7 +244,7 @@ def main(argv=None) -> int:
         return code
     except SnapshotWriteError as e:
         print0(f"error: {e}", file=sys.stderr)
-        return 2  # no snapshot written (a full disk, or weights not finite); the previous one is intact
+        return 2  # a file of the run folder not written (a full disk, or weights not finite); the previous one is intact
     except TrainingError as e:
         print0(f"error: {e}", file=sys.stderr)
         return 1  # the run's own failure: max_bad_steps non-finite steps in a row

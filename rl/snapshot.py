@@ -1,13 +1,20 @@
-"""Snapshot files: atomic writing, safe loading, which one to resume from, saving a step, and
-building a model from one.
+"""Snapshot files: atomic writing, safe loading, which one to resume from and what a resume may
+change, saving a step, and building a model from one.
 
 A snapshot is one dict of plain types and tensors that loads with `weights_only=True`, so a file
 from elsewhere cannot run code. It carries `model_args`, so it can rebuild its own model: the one
 `load_snapshot` + `model_from_snapshot` pair serves resume, evaluation and sampling alike. Where the
-files live, and their names, is rl/run_dir.py's.
+files live, their names, and the folder's crash-consistency invariants are rl/run_dir.py's.
+
+Every way a file can be bad (missing, empty, truncated, not a torch file, holding code, of another
+kind, of another model or task, with tensors missing or misshapen) is a ConfigError of one line,
+and `newest_valid_snapshot` falls back past each such file to an older snapshot.
 """
 
 import os
+import pickle
+from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 
@@ -15,28 +22,56 @@ from configs.base import BaseRLConfig, ConfigError
 from model.gpt import GPT, GPTConfig
 from rl import dist
 from rl.dist import print0
-from rl.run_dir import prune_snapshots, snapshot_path, snapshot_steps
+from rl.run_dir import WriteError, prune_snapshots, snapshot_path, snapshot_steps, write_atomic
+
+# What a resumed run may change: each shapes only the steps from the resumed one on (the schedule is
+# recomputed from the config at every load: rl/update.py), and a change is recorded in config.json and
+# in later snapshots under "changed_on_resume". Any other setting shaped the run's past (its task, model,
+# algorithm, batches, seed, warm start), so a change to it is refused, never silently kept or dropped.
+RESUMABLE = ("learning_rate", "critic_learning_rate", "min_lr_ratio", "warmup_steps", "rl_train_steps",
+             "eval_interval", "save_interval", "keep_snapshots", "max_bad_steps", "log_interval", "eval_batch_size",
+             "num_eval", "num_mistakes", "device", "backend", "wandb_project", "wandb_run_name", "out_dir")
+# what a snapshot of RL holds beside the model (MathRLTrainer.state_dict); checked before anything is loaded
+RL_KEYS = ("optimizer", "scheduler", "baseline", "step", "bad_steps_in_a_row", "num_skipped_steps", "problem_sampler",
+           "config")
 
 
 class SnapshotWriteError(RuntimeError):
-    """A snapshot could not be written (a full disk, say); the previous one is intact."""
+    """A file of the run folder could not be written (a full disk, say); the message is one line
+    saying what is intact and what to do. Raised on every rank, so all stop together."""
 
 
 def save_atomic(obj: dict, path: str):
-    """Write to a temporary file beside `path`, fsync, then rename over it: a crash mid-write
-    leaves the previous file intact, never a truncated one."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    """torch.save through run_dir.write_atomic: the previous file survives any failure (WriteError)."""
+    write_atomic(path, lambda f: torch.save(obj, f))
+
+
+def save_on_main(write, path: str, intact: str, info: dist.DistInfo):
+    """Rank 0 calls write(); every rank learns whether it worked, and all raise SnapshotWriteError
+    (one line naming the file, the reason and what is intact) if it did not."""
+    failure = None
+    if info.is_main:
+        try:
+            write()
+        except WriteError as e:
+            failure = f"could not write {path} ({e}); {intact}: free some space and run the same command to continue"
+    if dist.any_rank(failure is not None, info.device):
+        raise SnapshotWriteError(failure or f"rank 0 could not write {path}")
+
+
+# ---- loading ---------------------------------------------------------------------------------------
+def unreadable_reason(path: str, e: BaseException) -> str:
+    """Why torch.load refused a file, in a few words (its own messages run to paragraphs, or are empty)."""
+    if os.path.getsize(path) == 0:
+        return "the file is empty"
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic != b"PK\x03\x04":
+        return "not a file written by torch.save"
+    if isinstance(e, pickle.UnpicklingError) and "Unsupported global" in str(e):
+        return "it holds code or objects other than tensors and plain types, which are refused"
+    first = (str(e).strip().splitlines() or [""])[0][:80]
+    return f"truncated or damaged: {type(e).__name__}{': ' + first if first else ''}"
 
 
 def load_snapshot(path: str) -> dict:
@@ -46,47 +81,124 @@ def load_snapshot(path: str) -> dict:
     try:
         snap = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # truncated, not a torch file, or holding objects we refuse to unpickle
-        reason = f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"
-        raise ConfigError(f"snapshot {path} is unreadable ({reason})") from None
-    if not isinstance(snap, dict) or "model" not in snap or "model_args" not in snap:
+        raise ConfigError(f"snapshot {path} is unreadable ({unreadable_reason(path, e)})") from None
+    if not isinstance(snap, dict) or not isinstance(snap.get("model"), dict) or not isinstance(
+            snap.get("model_args"), dict):
         raise ConfigError(f"{path} is not a MathRL snapshot (no model and model_args in it)")
+    check_weights(snap, path)
     return snap
 
 
+def check_weights(snap: dict, path: str):
+    """ConfigError unless snap["model"] holds exactly the tensors, of the shapes, that a GPT of
+    snap["model_args"] has (checked on the meta device: no memory, no time)."""
+    try:
+        with torch.device("meta"):
+            expected = GPT(GPTConfig(**snap["model_args"])).state_dict()
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{path} has model_args no GPT takes ({e})") from None
+    weights = snap["model"]
+    missing = [k for k in expected if k not in weights]
+    extra = [k for k in weights if k not in expected]
+    shapes = [k for k in expected if k in weights and (not torch.is_tensor(weights[k])
+                                                        or weights[k].shape != expected[k].shape)]
+    for what, names in (("lacks", missing), ("has unexpected", extra), ("has misshapen", shapes)):
+        if names:
+            raise ConfigError(f"{path} {what} weights ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) "
+                              f"for its model_args; it is damaged or not a MathRL snapshot")
+
+
+def check_rl_snapshot(snap: dict, path: str):
+    """ConfigError unless snap is an RL snapshot with everything a resume loads."""
+    if snap.get("kind") != "rl_snapshot":
+        raise ConfigError(f"{path} is not an RL snapshot ({snap.get('kind', 'no kind')}); to start RL from its "
+                          f"weights use --init_from={path}")
+    missing = [k for k in RL_KEYS if k not in snap]
+    if missing or not isinstance(snap["step"], int) or snap["step"] < 0:
+        raise ConfigError(f"{path} is an RL snapshot without {', '.join(missing) or 'a valid step'}; "
+                          f"it is damaged or from another version")
+
+
 def newest_valid_snapshot(out_dir: str):
-    """(snapshot, path) of the newest snapshot in out_dir that loads, or (None, None) if none does.
-    An unreadable newer one (truncated by a full disk, say) is skipped with a one-line warning."""
-    for _, path in reversed(snapshot_steps(out_dir)):
+    """(snapshot, path, [unusable newer paths]) of the newest RL snapshot in out_dir that loads, or
+    (None, None, [every path]) if none does. Each unusable one is skipped with a one-line warning."""
+    found = snapshot_steps(out_dir)
+    for i in range(len(found) - 1, -1, -1):
+        path = found[i][1]
         try:
-            return load_snapshot(path), path
+            snap = load_snapshot(path)
+            check_rl_snapshot(snap, path)
+            return snap, path, [p for _, p in found[i + 1:]]
         except ConfigError as e:
-            print0(f"warning: {e}; falling back to the previous snapshot")
-    return None, None
+            print0(f"warning: {e}; " + ("falling back to the previous snapshot" if i else "no older snapshot is left"))
+    return None, None, [p for _, p in found]
 
 
-def find_resume(resume: str, config: BaseRLConfig):
-    """(snapshot dict, path) to continue from, or (None, None) to start over. resume: 'auto' (the
-    newest snapshot in out_dir, if any), 'never', or a path."""
+# ---- where a run starts --------------------------------------------------------------------------------
+@dataclass
+class Resume:
+    """Where RL continues from: the snapshot (None: start over) and what continuing from it needs."""
+    snap: Optional[dict] = None
+    path: Optional[str] = None
+    later: list = field(default_factory=list)  # snapshots of another future, set aside before continuing
+    elsewhere: bool = False  # the snapshot is not this folder's: its metrics and snapshots are another history
+    changes: dict = field(default_factory=dict)  # setting -> (the snapshot's value, this run's): applied
+
+    @property
+    def step(self) -> int:
+        return self.snap["step"] if self.snap is not None else 0
+
+
+def find_resume(resume: str, config: BaseRLConfig) -> Resume:
+    """Where to continue from (read-only: what it finds is acted on only once every check passed).
+    resume: 'auto' (the newest readable snapshot in out_dir, if any), 'never', or a path."""
     if resume == "never" and int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)) > 0:
         resume = "auto"  # torchrun restarted us after a failure: continue, whatever the first start said
     if resume == "never":
-        return None, None
+        return Resume()
+    out_dir = config.out_dir
     if resume == "auto":
-        snap, path = newest_valid_snapshot(config.out_dir)
+        snap, path, later = newest_valid_snapshot(out_dir)
         if snap is None:
-            return None, None
+            if later:  # snapshots are there, and none can be read: never start over by ourselves
+                raise ConfigError(f"none of the {len(later)} snapshot(s) in {out_dir} can be read (see the warnings "
+                                  f"above) and nothing was changed; pass --resume=never to start over (it deletes "
+                                  f"them), or --resume=PATH to continue from another file")
+            return Resume()
+        elsewhere = False
     else:
         path = resume
         if not os.path.isfile(path):
             raise ConfigError(f"--resume={path}: no such file (use --resume=never to start over)")
         try:
             snap = load_snapshot(path)
+            check_rl_snapshot(snap, path)
         except ConfigError as e:
             raise ConfigError(f"--resume: {e}; pass another file or --resume=never") from None
-    if snap.get("kind") != "rl_snapshot":
-        raise ConfigError(f"--resume={path} is not an RL snapshot; to start RL from its weights use --init_from={path}")
+        elsewhere = not os.path.isdir(out_dir) or not os.path.samefile(os.path.dirname(os.path.abspath(path)), out_dir)
+        # another folder's snapshot starts another history here: all of this folder's snapshots make way
+        later = [p for step, p in snapshot_steps(out_dir) if elsewhere or step > snap["step"]]
     check_compatible(snap, path, config.model_args(), config.task_args())
-    return snap, path
+    return Resume(snap, path, later, elsewhere, changed_settings(snap, path, config))
+
+
+def changed_settings(snap: dict, path: str, config: BaseRLConfig) -> dict:
+    """{setting: (the snapshot's value, this run's)} of the RESUMABLE settings that differ; ConfigError
+    (one line naming it) for any other setting that differs, or a run already past rl_train_steps."""
+    theirs, ours = snap["config"], config.portable_dict()
+    changes = {}
+    for name, value in ours.items():
+        if name not in theirs or theirs[name] == value:  # (a snapshot older than the setting has no value)
+            continue
+        if name not in RESUMABLE:
+            raise ConfigError(f"{name}={value!r}, but {path} was made with {name}={theirs[name]!r}, and a resumed "
+                              f"run cannot change what shaped its past; use {name}={theirs[name]!r}, or "
+                              f"--resume=never to start over with it")
+        changes[name] = (theirs[name], value)
+    if config.rl_train_steps < snap["step"]:
+        raise ConfigError(f"rl_train_steps={config.rl_train_steps}, but {path} is already at step {snap['step']}; "
+                          f"pass rl_train_steps >= {snap['step']}, or --resume=<an earlier snapshot>")
+    return changes
 
 
 def check_init_from(config: BaseRLConfig):
@@ -101,23 +213,21 @@ def check_init_from(config: BaseRLConfig):
     check_compatible(snap, config.init_from, config.model_args(), config.task_args())
 
 
+# ---- saving --------------------------------------------------------------------------------------------
 def save_step(trainer, extra: dict, keep: int, info: dist.DistInfo) -> str:
     """Rank 0 writes the trainer's state (plus `extra`) as out_dir/rl_snapshot_{step}.pt and prunes
     to the newest `keep`; every rank learns whether that worked, so a full disk stops all of them."""
     out_dir = trainer.config.out_dir
-    path, failure = snapshot_path(out_dir, trainer.step), None
-    if info.is_main:
-        if not trainer.weights_are_finite():
-            failure = "the weights are not finite; refusing to save them"
-        else:
-            try:
-                save_atomic({**trainer.state_dict(), **extra}, path)
-                prune_snapshots(out_dir, keep)
-            except OSError as e:
-                failure = (f"could not write {path} ({e.strerror or e}); the previous snapshot is intact: "
-                           f"free some space and run the same command to continue")
-    if dist.any_rank(failure is not None, info.device):
-        raise SnapshotWriteError(failure or "rank 0 could not write a snapshot")
+    path = snapshot_path(out_dir, trainer.step)
+    finite = trainer.weights_are_finite() if info.is_main else True
+    if dist.any_rank(not finite, info.device):
+        raise SnapshotWriteError(f"the weights are not finite at step {trainer.step}; refusing to save them "
+                                 f"(the previous snapshot is intact)")
+
+    def write():
+        save_atomic({**trainer.state_dict(), **extra}, path)
+        prune_snapshots(out_dir, keep)
+    save_on_main(write, path, "the previous snapshot is intact", info)
     return path
 
 

@@ -43,6 +43,7 @@ class Learner:
     wrapped: torch.nn.Module
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LambdaLR
+    peak_lr: float  # the config's: a resumed run follows it, not the snapshot's (rl/snapshot.py RESUMABLE)
 
     @classmethod
     def build(cls, module: torch.nn.Module, wrapped: torch.nn.Module, config, lr: float) -> "Learner":
@@ -52,15 +53,24 @@ class Learner:
         # a multiplier of this learner's own peak lr: the policy and the critic share one schedule's shape
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, partial(
             lr_lambda, warmup_steps=c.warmup_steps, total_steps=c.rl_train_steps, min_lr_ratio=c.min_lr_ratio))
-        return cls(module, wrapped, optimizer, scheduler)
+        return cls(module, wrapped, optimizer, scheduler, lr)
 
     def state_dict(self, keys: tuple) -> dict:
         """keys: the snapshot's names for (module, optimizer, scheduler)."""
         return dict(zip(keys, (self.module.state_dict(), self.optimizer.state_dict(), self.scheduler.state_dict())))
 
     def load_state_dict(self, snap: dict, keys: tuple):
+        """The saved module, optimizer and schedule position; the learning rate then follows this
+        config's schedule from that position (the same number when nothing changed, so an exact resume
+        stays exact; a resumed run's new peak, warmup, length or floor takes effect from its next step)."""
         for part, key in zip((self.module, self.optimizer, self.scheduler), keys):
             part.load_state_dict(snap[key])
+        scheduler = self.scheduler
+        scheduler.base_lrs = [self.peak_lr for _ in scheduler.base_lrs]
+        for group, factor in zip(self.optimizer.param_groups, scheduler.lr_lambdas):
+            group["initial_lr"] = self.peak_lr
+            group["lr"] = self.peak_lr * factor(scheduler.last_epoch)  # LambdaLR's own formula
+        scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
     def is_finite(self) -> bool:
         # what save_step asks before writing: a snapshot never holds non-finite weights

@@ -34,7 +34,7 @@ from rl.dist import print0
 from rl.evaluate import evaluate
 from rl.math_env import MathEnvironment
 from rl.run_dir import progress_path, warm_start_path
-from rl.snapshot import check_compatible, load_snapshot, save_atomic
+from rl.snapshot import check_compatible, load_snapshot, save_atomic, save_on_main
 
 # Bump when a code change alters what a warm start with the same settings computes, so caches
 # made by the old code are not reused. 2: one optimizer for both phases (no decay on LayerNorm
@@ -112,13 +112,14 @@ def init_policy(config: BaseRLConfig, env: MathEnvironment, policy, info: dist.D
     if outcome is None:
         return None
     steps, accuracy, seconds = outcome
-    if info.is_main:
+
+    def write():  # the progress goes only once the warm start it led to is on disk
         save_atomic({"kind": "warm_start", "model": model.state_dict(), "model_args": config.model_args(),
                      "task": config.task_args(), "fingerprint": fingerprint(config, info.world_size),
                      "steps": steps, "accuracy": accuracy, "seconds": seconds}, path)
         if os.path.exists(progress_path(config.out_dir)):
             os.remove(progress_path(config.out_dir))
-    dist.barrier()
+    save_on_main(write, path, "its last saved progress, if any, is intact", info)
     return {"init_from": "sft", "warm_start_cached": False, "warm_start_steps": steps, "warm_start_seconds": seconds,
             "warm_start_validation": accuracy}
 
@@ -158,11 +159,12 @@ def restore_progress(config: BaseRLConfig, model, optimizer, scheduler, world_si
 
 
 def save_progress(config: BaseRLConfig, model, optimizer, scheduler, state: dict, info: dist.DistInfo):
-    if info.is_main:
-        save_atomic({"kind": "warm_start_progress", "model": model.state_dict(), "model_args": config.model_args(),
-                     "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                     "fingerprint": fingerprint(config, info.world_size), **state}, progress_path(config.out_dir))
-    dist.barrier()
+    path = progress_path(config.out_dir)
+    save_on_main(lambda: save_atomic({"kind": "warm_start_progress", "model": model.state_dict(),
+                                      "model_args": config.model_args(), "optimizer": optimizer.state_dict(),
+                                      "scheduler": scheduler.state_dict(),
+                                      "fingerprint": fingerprint(config, info.world_size), **state}, path),
+                 path, "the previous progress is intact", info)
 
 
 def teacher_forced_step(policy, env: MathEnvironment, optimizer, a, b, device, *, grad_clip: float = 0.0):

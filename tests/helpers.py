@@ -19,6 +19,13 @@ TINY = dict(n_layer=1, n_embed=32, n_head=2, ndigit=2, init_from="scratch", rewa
 TINY_ARGS = [f"--{k}={v}" for k, v in TINY.items()]
 
 
+def args_with(args: list, **overrides) -> list:
+    """args with each --KEY=VALUE of overrides in place of any --KEY it held (an option may be given
+    once: configs/cli.py refuses a repeated one)."""
+    kept = [a for a in args if a.split("=", 1)[0][2:] not in overrides]
+    return kept + [f"--{k}={v}" for k, v in overrides.items()]
+
+
 def run(args, torchrun=0, check=True, env=None, timeout=300):
     """The entry script to its end, one thread per process; AssertionError with its console if it failed."""
     proc = launch.run(args, nproc=torchrun or 1, threads=1, check=False, env=env, timeout=timeout)

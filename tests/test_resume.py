@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import rl.seeding as seeding
-from helpers import assert_same_state, fresh_trainer, load, make_trainer, metrics, run, start, wait_for
+from helpers import args_with, assert_same_state, fresh_trainer, load, make_trainer, metrics, run, start, wait_for
 
 # 8 steps of a 2-layer adder model from scratch: each step takes long enough (~0.3 s) that
 # a kill lands mid-run, and digit_match gives a random policy gradients to follow.
@@ -167,7 +167,7 @@ def test_resume_in_process_is_exact_and_the_negative_control_fails(tmp_path, mon
 @pytest.mark.slow
 def test_sigterm_finishes_the_step_saves_and_exits_0(tmp_path):
     out = tmp_path / "run"
-    args = [*KILL_ARGS, "--save_interval=100", "--rl_train_steps=40", f"--out_dir={out}"]
+    args = [*args_with(KILL_ARGS, save_interval=100, rl_train_steps=40), f"--out_dir={out}"]
     proc = start(args)
     wait_for(out / "metrics.jsonl", proc)
     time.sleep(0.5)
@@ -197,8 +197,8 @@ def test_torchrun_max_restarts_resumes_after_a_crash(tmp_path):
 def test_workers_stop_when_their_launcher_is_killed_during_the_warm_start_and_the_same_command_continues(tmp_path):
     """The warm start's side of kill_launcher (RL's is a case of the SIGKILL test above): the same
     command continues the warm start to the uninterrupted run's state."""
-    args = [*KILL_ARGS, "--init_from=sft", "--sft_max_steps=16", "--sft_target_accuracy=1.0", "--sft_save_interval=4",
-            "--sft_eval_interval=8", "--sft_num_eval=20", "--rl_train_steps=2"]
+    args = args_with(KILL_ARGS, init_from="sft", sft_max_steps=16, sft_target_accuracy=1.0, sft_save_interval=4,
+                     sft_eval_interval=8, sft_num_eval=20, rl_train_steps=2)
     straight = straight_run(tmp_path, args, torchrun=2)
     out = tmp_path / "orphaned"
     args = [*args, f"--out_dir={out}"]
@@ -215,14 +215,14 @@ def test_workers_stop_when_their_launcher_is_killed_during_the_warm_start_and_th
 @pytest.mark.slow
 def test_second_run_on_the_same_folder_is_refused_and_a_dead_run_leaves_no_lock(tmp_path):
     out = tmp_path / "run"
-    args = [*KILL_ARGS, "--rl_train_steps=400", f"--out_dir={out}"]
+    args = [*args_with(KILL_ARGS, rl_train_steps=400), f"--out_dir={out}"]
     first = start(args)
     wait_for(out / "metrics.jsonl", first)
     second = run(args, check=False)
     assert second.returncode == 2 and second.stdout == ""
     assert second.stderr.startswith(f"error: another run is using {out} (pid {first.pid}); wait for it to finish")
     kill_group(first, signal.SIGKILL)
-    third = run([*args, "--rl_train_steps=8"])  # the kernel dropped the dead run's lock
+    third = run(args_with(args, rl_train_steps=8))  # the kernel dropped the dead run's lock
     assert "Final held-out accuracy" in third.stdout
 
 
@@ -230,7 +230,7 @@ def test_second_run_on_the_same_folder_is_refused_and_a_dead_run_leaves_no_lock(
 def test_soak_random_kills_of_a_two_process_run(tmp_path):
     """Kill a 2-process run at random moments several times, restart it each time, and compare
     its final snapshot, problem selection's state included, with an uninterrupted run's."""
-    args = [*KILL_ARGS, "--rl_train_steps=16", "--save_interval=2", "--problem_sampler=prioritized"]
+    args = args_with(KILL_ARGS, rl_train_steps=16, save_interval=2, problem_sampler="prioritized")
     straight = straight_run(tmp_path, args, torchrun=2)
     out = tmp_path / "soak"
     rng = random.Random(0)

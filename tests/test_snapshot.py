@@ -1,14 +1,14 @@
-"""Snapshot files and the numbers in them: atomic writes, a full disk, a truncated file, pickled
-code, what a snapshot may hold, and the numerical guard that keeps non-finite weights out.
+"""Snapshot files and the numbers in them: pruning, a truncated file, pickled code, what a snapshot
+may hold, and the numerical guard that keeps non-finite weights out (every other bad file, a real
+full disk and crashes mid-write: tests/test_run_dir.py).
 Run: python -m pytest tests/test_snapshot.py"""
 
-import errno
 import os
 
 import pytest
 import torch
 
-from helpers import TINY_ARGS, load, make_trainer, run
+from helpers import TINY_ARGS, args_with, load, make_trainer, run
 from rl import algorithms, objectives, run_dir, snapshot
 from rl.math_trainer import TrainingError
 
@@ -35,40 +35,6 @@ def test_non_finite_loss_skips_the_update_and_stops_after_max_bad_steps(monkeypa
 
 
 # ---- crash-safe snapshot files ----------------------------------------------------------------
-def test_disk_full_while_saving_keeps_the_previous_snapshot(tmp_path, monkeypatch):
-    path = tmp_path / "rl_snapshot_1.pt"
-    snapshot.save_atomic({"model": {"w": torch.ones(3)}, "model_args": {}}, str(path))
-
-    def full_disk(obj, f):
-        f.write(b"partial")
-        raise OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr(torch, "save", full_disk)
-    with pytest.raises(OSError, match="No space left"):
-        snapshot.save_atomic({"model": {"w": torch.zeros(3)}}, str(path))
-    monkeypatch.undo()
-    assert torch.equal(load(path)["model"]["w"], torch.ones(3))
-    assert os.listdir(tmp_path) == ["rl_snapshot_1.pt"]  # no temporary file left behind
-
-
-def test_disk_full_in_a_run_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
-    from rl import rl_ddp
-    calls = {"n": 0}
-    real = snapshot.save_atomic
-
-    def fills_up(obj, path):
-        calls["n"] += 1
-        if calls["n"] > 1:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        real(obj, path)
-    monkeypatch.setattr(snapshot, "save_atomic", fills_up)
-    code = rl_ddp.main([*TINY_ARGS, "--no_wandb", "--rl_train_steps=4", "--save_interval=2", f"--out_dir={tmp_path}"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2
-    assert err == [f"error: could not write {tmp_path}/rl_snapshot_4.pt (No space left on device); the previous "
-                   f"snapshot is intact: free some space and run the same command to continue"]
-    assert load(tmp_path / "rl_snapshot_2.pt")["step"] == 2
-
-
 def test_keep_snapshots_prunes_only_after_the_new_one_is_written(tmp_path):
     run([*TINY_ARGS, "--no_wandb", "--rl_train_steps=6", "--save_interval=1", "--keep_snapshots=2",
          f"--out_dir={tmp_path}"])
@@ -80,7 +46,7 @@ def test_truncated_newest_snapshot_falls_back_to_the_previous_one(tmp_path):
     run(args)
     newest = tmp_path / "rl_snapshot_4.pt"
     newest.write_bytes(newest.read_bytes()[:1000])  # what a crash mid-write without os.replace would leave
-    proc = run([*args, "--rl_train_steps=6"])
+    proc = run(args_with(args, rl_train_steps=6))
     warning = [l for l in proc.stdout.splitlines() if l.startswith("warning:")]
     assert len(warning) == 1 and f"snapshot {newest} is unreadable" in warning[0]
     assert "falling back to the previous snapshot" in warning[0]
@@ -122,7 +88,7 @@ def test_snapshots_are_ordered_by_step_number_not_by_name(tmp_path):
         trainer.step = step
         snapshot.save_atomic(trainer.state_dict(), str(tmp_path / f"rl_snapshot_{step}.pt"))
     assert [step for step, _ in run_dir.snapshot_steps(str(tmp_path))] == [2, 9, 10]
-    snap, path = snapshot.newest_valid_snapshot(str(tmp_path))
-    assert snap["step"] == 10 and path.endswith("rl_snapshot_10.pt")
+    snap, path, later = snapshot.newest_valid_snapshot(str(tmp_path))
+    assert snap["step"] == 10 and path.endswith("rl_snapshot_10.pt") and later == []
     run_dir.prune_snapshots(str(tmp_path), keep=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rl_snapshot_10.pt", "rl_snapshot_9.pt"]
