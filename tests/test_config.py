@@ -15,6 +15,7 @@ import configs
 from configs import all_config_classes, get_config_class
 from configs.base import BaseRLConfig, ConfigError
 from configs.cli import build_config, parse_command_line
+from model.gpt import GPT, GPTConfig
 from rl import dist
 from rl.snapshot import find_resume
 
@@ -244,7 +245,8 @@ def test_init_from_and_a_cached_warm_start_that_cannot_be_read(tmp_path):
     with pytest.raises(ConfigError, match=f"--init_from: snapshot {bad} is unreadable .*; pass another file"):
         check_init_from(config)
     other = get_config_class("AdderRLConfig")(n_layer=2).get_args_ready()
-    torch.save({"model": {}, "model_args": other.model_args(), "task": other.task_args()}, bad)
+    weights = GPT(GPTConfig(**other.model_args())).state_dict()  # complete: only the shape is wrong
+    torch.save({"model": weights, "model_args": other.model_args(), "task": other.task_args()}, bad)
     with pytest.raises(ConfigError, match="holds a model of n_layer=2, .* but the config asks for n_layer=4"):
         check_init_from(config)
     (tmp_path / "warm_start.pt").write_bytes(b"truncated")
@@ -261,7 +263,8 @@ def test_resume_from_a_missing_or_broken_file(tmp_path):
     bad.write_bytes(b"this is not a snapshot")
     with pytest.raises(ConfigError, match=f"--resume: snapshot {bad} is unreadable"):
         find_resume(str(bad), config)
-    assert find_resume("never", config) == (None, None)
+    never = find_resume("never", config)
+    assert (never.snap, never.path) == (None, None)
 
 
 def test_original_config_command_prints_the_resolved_config():
