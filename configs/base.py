@@ -7,6 +7,7 @@ is followed by a one-line docstring; `python rl/rl_ddp.py --help` prints them.
 import ast
 import inspect
 import math
+import numbers
 import os
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Optional, Union, get_args, get_origin
@@ -34,6 +35,14 @@ UNIT_INTERVAL = {"dropout": True, "baseline_momentum": True, "min_lr_ratio": Tru
                  "adam_beta1": False, "adam_beta2": False, "gamma": True, "gae_lambda": True, "priority_decay": True,
                  "replay_share": True}
 ALGORITHM_FIELDS = tuple(next(iter(ALGORITHMS.values())))  # the settings a row of the table fixes
+# Upper bounds of integer settings: torch and numpy hold sizes, counts and indices in int64, so a larger
+# value fails deep in a run (a batch of 2**63 problems: "Maximum allowed dimension exceeded"). The seed
+# goes to torch.manual_seed, which takes up to 2**64 - 1 (numpy's SeedSequence takes any size).
+# Tighter bounds have owners: ndigit (1 to 9, the environment), the derived fields (0), rl_ga_steps
+# (divides the answers of a step).
+INT_MAX = {"seed": (2 ** 64 - 1, "2**64 - 1", "the seeds torch.manual_seed takes")}
+INT64 = (2 ** 63 - 1, "2**63 - 1", "torch and numpy hold sizes and counts in 64-bit integers")
+BOUNDED_BY_OWNER = ("ndigit", "vocab_size", "max_seq_len")
 
 
 def field_type(f) -> type:
@@ -271,10 +280,16 @@ class BaseRLConfig:
 
     def _check_numbers(self):
         for f in fields(self):
-            value = getattr(self, f.name)
-            if field_type(f) is float and value is not None and not (isinstance(value, (int, float))
-                                                                     and math.isfinite(value)):
+            value, kind = getattr(self, f.name), field_type(f)
+            if kind is float and value is not None and not (isinstance(value, (int, float))
+                                                            and math.isfinite(value)):
                 raise ConfigError(f"{f.name} must be a finite number, got {value!r}")
+            # (the command line types every value; a config built in Python may not)
+            if kind is int and value is not None and (isinstance(value, bool)
+                                                      or not isinstance(value, numbers.Integral)):
+                raise ConfigError(f"{f.name} must be an integer, got {value!r}")
+            if kind is bool and value is not None and not isinstance(value, bool):
+                raise ConfigError(f"{f.name} must be true or false, got {value!r}")
         for key in POSITIVE:
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key} must be positive, got {getattr(self, key)}")
@@ -285,6 +300,15 @@ class BaseRLConfig:
             value = getattr(self, key)
             if not 0.0 <= value <= 1.0 or (value == 1.0 and not closed):
                 raise ConfigError(f"{key} must be in [0, 1{']' if closed else ')'}, got {value}")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if field_type(f) is not int or value is None or f.name in BOUNDED_BY_OWNER:
+                continue
+            top, top_text, why = INT_MAX.get(f.name, INT64)
+            if value > top:
+                low = 1 if f.name in POSITIVE or f.name in ALGORITHM_FIELDS else 0
+                raise ConfigError(f"{f.name}={value} is outside [{low}, {top_text}] ({why}); "
+                                  f"use a value in that range")
 
     def _check_run_settings(self):
         if self.problem_sampler not in PROBLEM_SAMPLERS:

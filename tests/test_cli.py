@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from configs.base import BaseRLConfig
-from helpers import TINY_ARGS, assert_same_state, load, metrics, run, script_env
+from helpers import TINY_ARGS, args_with, assert_same_state, load, metrics, run, script_env
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
@@ -106,6 +106,8 @@ def one_line_error(args, env=None):
     (["--rl_algorithm=ppo", "--clip_low=1.5"], "error: clip_low must be in (0, 1)"),
     (["--resume="], "error: --resume= is empty; give --resume=auto, --resume=never or --resume=PATH of a snapshot"),
     (["--learning_rate=1e-3", "--learning_rate=2e-3"], "error: --learning_rate is given more than once"),
+    # was a traceback from torch.manual_seed when the model was built
+    ([f"--seed={2 ** 64}"], f"error: seed={2 ** 64} is outside [0, 2**64 - 1] (the seeds torch.manual_seed takes)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message):
     assert one_line_error(args).startswith(message)
@@ -145,7 +147,7 @@ def test_bad_input_out_dir_not_writable(tmp_path):
 @pytest.mark.slow
 def test_bad_input_snapshot_of_another_shape_or_task(tmp_path):
     run([*TINY_ARGS, "--no_wandb", "--rl_train_steps=2", f"--out_dir={tmp_path}"])
-    shape = one_line_error([*TINY_ARGS, "--no_wandb", "--n_layer=2", f"--out_dir={tmp_path}"])
+    shape = one_line_error([*args_with(TINY_ARGS, n_layer=2), "--no_wandb", f"--out_dir={tmp_path}"])
     assert "holds a model of n_layer=1" in shape and "but the config asks for n_layer=2" in shape
     task = one_line_error([*TINY_ARGS, "--no_wandb", "--task=subtractor", f"--out_dir={tmp_path}"])
     assert "was trained on task" in task and "'adder'" in task and "'subtractor'" in task

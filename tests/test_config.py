@@ -174,6 +174,40 @@ def test_a_repeated_or_empty_option_is_refused(argv, message):
     assert str(e.value) == message
 
 
+# ---- integers: a bound past which torch or numpy would fail mid-run; the types a command line gives
+INT64 = "(torch and numpy hold sizes and counts in 64-bit integers); use a value in that range"
+
+
+@pytest.mark.parametrize("argv,message", [
+    ([f"--seed={2 ** 64}"], f"seed={2 ** 64} is outside [0, 2**64 - 1] (the seeds torch.manual_seed takes); "
+                            f"use a value in that range"),
+    ([f"--rl_batch_size={2 ** 63}"], f"rl_batch_size={2 ** 63} is outside [1, 2**63 - 1] {INT64}"),
+    ([f"--num_mistakes={2 ** 63}"], f"num_mistakes={2 ** 63} is outside [0, 2**63 - 1] {INT64}"),
+    ([f"--ppo_epochs={2 ** 63}"], f"ppo_epochs={2 ** 63} is outside [1, 2**63 - 1] {INT64}"),
+    ([f"--ndigit={2 ** 63}"], f"ndigit must be between 1 and 9, got {2 ** 63}"),  # its owner's tighter bound
+])
+def test_an_integer_setting_past_what_torch_and_numpy_take_is_refused(argv, message):
+    with pytest.raises(ConfigError) as e:
+        config_from(*argv)
+    assert str(e.value) == message
+    assert config_from(f"--seed={2 ** 64 - 1}").seed == 2 ** 64 - 1  # torch.manual_seed's largest
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("rl_batch_size", 64.0, "rl_batch_size must be an integer, got 64.0"),
+    ("n_layer", True, "n_layer must be an integer, got True"),
+    ("seed", "1", "seed must be an integer, got '1'"),
+    ("reverse_answer", "false", "reverse_answer must be true or false, got 'false'"),
+    ("dynamic_sampling", 1, "dynamic_sampling must be true or false, got 1"),
+])
+def test_a_config_built_in_python_is_typed_too(field, value, message):
+    """The command line types every value; a config built in Python gets the same one-line refusal
+    rather than a comparison's TypeError, or a string 'false' that counts as true."""
+    with pytest.raises(ConfigError) as e:
+        get_config_class("AdderRLConfig")(**{field: value}).get_args_ready()
+    assert str(e.value) == message
+
+
 def test_global_batch_must_split_across_ranks():
     c = get_config_class("AdderRLConfig")(rl_batch_size=6, sft_batch_size=8).get_args_ready()
     with pytest.raises(ConfigError, match="rl_batch_size=6 is not divisible by the 4 processes; use a multiple of 4"):
