@@ -38,8 +38,8 @@ ALGORITHM_FIELDS = tuple(next(iter(ALGORITHMS.values())))  # the settings a row 
 # Upper bounds of integer settings: torch and numpy hold sizes, counts and indices in int64, so a larger
 # value fails deep in a run (a batch of 2**63 problems: "Maximum allowed dimension exceeded"). The seed
 # goes to torch.manual_seed, which takes up to 2**64 - 1 (numpy's SeedSequence takes any size).
-# Tighter bounds have owners: ndigit (1 to 9, the environment), the derived fields (0), rl_ga_steps
-# (divides the answers of a step).
+# Tighter bounds have owners: ndigit (1 to 9, the environment), the derived fields (0), ppo_minibatches
+# (the rows of a step: _check_minibatch_rows), rl_ga_steps (divides them).
 INT_MAX = {"seed": (2 ** 64 - 1, "2**64 - 1", "the seeds torch.manual_seed takes")}
 INT64 = (2 ** 63 - 1, "2**63 - 1", "torch and numpy hold sizes and counts in 64-bit integers")
 BOUNDED_BY_OWNER = ("ndigit", "vocab_size", "max_seq_len")
@@ -271,6 +271,7 @@ class BaseRLConfig:
             raise ConfigError(str(e)) from None
         self._check_run_settings()
         self._check_every_setting_matters(settings, debug)
+        self._check_minibatch_rows(settings, world_size=1)  # one process has the most rows; validate_world_size: N
         if env.seq_len > self.n_position:
             raise ConfigError(f"{self.task} with ndigit={self.ndigit} needs {env.seq_len} positions "
                               f"(prompt {env.prompt_len} + answer {env.answer_len}) but n_position={self.n_position}; "
@@ -360,6 +361,26 @@ class BaseRLConfig:
         if local % self.rl_ga_steps != 0:
             raise ConfigError(f"each of the {world_size} processes samples {local} answers per step, "
                               f"which rl_ga_steps={self.rl_ga_steps} does not divide")
+        self._check_minibatch_rows({k: getattr(self, k) for k in ALGORITHM_FIELDS}, world_size)
+
+    def _check_minibatch_rows(self, settings: dict, world_size: int):
+        """Each process splits its rows of a step into ppo_minibatches optimizer steps (rl/update.py):
+        more minibatches than rows leave some with nothing, steps that never happen (so any such value
+        equals the row count). A row is an answer, or a pair of answers for dpo (at most G // 2 to a
+        prompt); rft trains on the right answers only, at most every answer. Fewer rows in a minibatch
+        than rl_ga_steps is harmless: the empty micro-batches forward a blank row with gradient 0."""
+        prompts = self.rl_batch_size // world_size
+        per_prompt = self.rl_rollout_size // 2 if settings["objective"] == "dpo" else self.rl_rollout_size
+        rows, minibatches = prompts * per_prompt, settings["ppo_minibatches"]
+        if minibatches > rows:
+            what = "preference pairs" if settings["objective"] == "dpo" else "answers"
+            share = f"rl_batch_size={self.rl_batch_size}" + (f" / {world_size} processes = {prompts}"
+                                                             if world_size > 1 else "")
+            each = (f"rl_rollout_size={self.rl_rollout_size} // 2 pairs" if settings["objective"] == "dpo"
+                    else f"rl_rollout_size={self.rl_rollout_size} answers")
+            raise ConfigError(f"ppo_minibatches={minibatches} is more than the {rows} {what} each process trains "
+                              f"on per step at most ({share} prompts x {each}), so some optimizer steps would "
+                              f"have nothing to train on; use at most {rows}")
 
     def model_args(self) -> dict:
         keys = ("vocab_size", "n_position", "n_layer", "n_head", "n_embed", "dropout", "bias", "tie_weights")

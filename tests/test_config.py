@@ -208,6 +208,45 @@ def test_a_config_built_in_python_is_typed_too(field, value, message):
     assert str(e.value) == message
 
 
+# ---- more minibatches than rows: optimizer steps with nothing to train on
+EMPTY_MINIBATCHES = "so some optimizer steps would have nothing to train on; use at most"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--ppo_minibatches=513"],
+     "ppo_minibatches=513 is more than the 512 answers each process trains on per step at most (rl_batch_size=64 "
+     f"prompts x rl_rollout_size=8 answers), {EMPTY_MINIBATCHES} 512"),
+    (["--rl_algorithm=rft", "--ppo_minibatches=513"],  # rft trains on the right answers among them
+     "ppo_minibatches=513 is more than the 512 answers each process trains on per step at most (rl_batch_size=64 "
+     f"prompts x rl_rollout_size=8 answers), {EMPTY_MINIBATCHES} 512"),
+    (["--rl_algorithm=dpo", "--ppo_minibatches=257"],  # a row is a pair: at most G // 2 to a prompt
+     "ppo_minibatches=257 is more than the 256 preference pairs each process trains on per step at most "
+     f"(rl_batch_size=64 prompts x rl_rollout_size=8 // 2 pairs), {EMPTY_MINIBATCHES} 256"),
+])
+def test_more_minibatches_than_rows_is_refused(argv, message):
+    with pytest.raises(ConfigError) as e:
+        config_from(*argv)
+    assert str(e.value) == message
+    config_from(*argv[:-1], f"--ppo_minibatches={int(message.split()[-1])}")  # as many as rows: accepted
+
+
+def test_minibatches_are_bounded_by_each_process_s_rows():
+    """Each process splits its own rows into ppo_minibatches, so the bound shrinks with more processes."""
+    c = get_config_class("AdderRLConfig")(ppo_minibatches=128).get_args_ready()  # 64 prompts x 8 answers
+    c.validate_world_size(4)
+    with pytest.raises(ConfigError) as e:
+        c.validate_world_size(8)
+    assert str(e.value) == ("ppo_minibatches=128 is more than the 64 answers each process trains on per step at most "
+                            "(rl_batch_size=64 / 8 processes = 8 prompts x rl_rollout_size=8 answers), so some "
+                            "optimizer steps would have nothing to train on; use at most 64")
+    dpo = get_config_class("AdderRLConfig")(rl_algorithm="dpo", ppo_minibatches=64).get_args_ready()
+    dpo.validate_world_size(4)
+    with pytest.raises(ConfigError, match=r"ppo_minibatches=64 is more than the 32 preference pairs each process "
+                                          r"trains on per step at most \(rl_batch_size=64 / 8 processes = 8 prompts x "
+                                          r"rl_rollout_size=8 // 2 pairs\)"):
+        dpo.validate_world_size(8)
+
+
 def test_global_batch_must_split_across_ranks():
     c = get_config_class("AdderRLConfig")(rl_batch_size=6, sft_batch_size=8).get_args_ready()
     with pytest.raises(ConfigError, match="rl_batch_size=6 is not divisible by the 4 processes; use a multiple of 4"):
