@@ -39,7 +39,8 @@ ALGORITHM_FIELDS = tuple(next(iter(ALGORITHMS.values())))  # the settings a row 
 # value fails deep in a run (a batch of 2**63 problems: "Maximum allowed dimension exceeded"). The seed
 # goes to torch.manual_seed, which takes up to 2**64 - 1 (numpy's SeedSequence takes any size).
 # Tighter bounds have owners: ndigit (1 to 9, the environment), the derived fields (0), ppo_minibatches
-# (the rows of a step: _check_minibatch_rows), rl_ga_steps (divides them).
+# (the rows of a step: _check_minibatch_rows), rl_ga_steps (divides them), sft_worked_examples (the
+# train split's pairs).
 INT_MAX = {"seed": (2 ** 64 - 1, "2**64 - 1", "the seeds torch.manual_seed takes")}
 INT64 = (2 ** 63 - 1, "2**63 - 1", "torch and numpy hold sizes and counts in 64-bit integers")
 BOUNDED_BY_OWNER = ("ndigit", "vocab_size", "max_seq_len")
@@ -272,6 +273,12 @@ class BaseRLConfig:
         self._check_run_settings()
         self._check_every_setting_matters(settings, debug)
         self._check_minibatch_rows(settings, world_size=1)  # one process has the most rows; validate_world_size: N
+        if self.init_from == "sft" and self.sft_worked_examples:
+            # counted where the space is enumerated; a larger space's train split holds millions of pairs
+            pairs = env.split_size("train")
+            if pairs is not None and self.sft_worked_examples > pairs:
+                raise ConfigError(f"sft_worked_examples={self.sft_worked_examples} but the train split has only "
+                                  f"{pairs} pairs; set it to at most {pairs} (0 for all)")
         if env.seq_len > self.n_position:
             raise ConfigError(f"{self.task} with ndigit={self.ndigit} needs {env.seq_len} positions "
                               f"(prompt {env.prompt_len} + answer {env.answer_len}) but n_position={self.n_position}; "

@@ -260,6 +260,17 @@ class MathEnvironment:
                     seen.add((x, y)), a_out.append(x), b_out.append(y)
         return np.array(a_out, dtype=np.int64), np.array(b_out, dtype=np.int64)
 
+    def split_size(self, split: str) -> Optional[int]:
+        """The number of distinct pairs in `split`, counted exactly where eval_operands enumerates the
+        operand space (at most ENUMERATE_LIMIT ordered pairs); None for a larger space."""
+        space = 10 ** self.ndigit
+        if space * space > ENUMERATE_LIMIT:
+            return None
+        a, b = np.divmod(np.arange(space * space, dtype=np.int64), space)
+        if self.op.ordered:
+            a, b = a[a >= b], b[a >= b]
+        return int((self.split_of(a, b) == SPLITS.index(split)).sum())
+
     def generate_problem(self, rng: Optional[np.random.Generator] = None, split: str = "train") -> MathProblem:
         a, b = self.sample_operands(1, rng if rng is not None else self._rng, split)
         return self.problem(int(a[0]), int(b[0]))

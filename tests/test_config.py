@@ -247,6 +247,19 @@ def test_minibatches_are_bounded_by_each_process_s_rows():
         dpo.validate_world_size(8)
 
 
+# ---- a pool of worked examples larger than the train split (refused before start, not in the warm start)
+@pytest.mark.parametrize("argv,pairs", [
+    (["--config_name", "ScarceMultiplierRLConfig"], 8461),  # 2-digit multiplication's training pairs
+    (["--ndigit=1", "--n_position=10"], 83),
+])
+def test_a_pool_of_worked_examples_larger_than_the_train_split_is_refused(argv, pairs):
+    with pytest.raises(ConfigError) as e:
+        config_from(*argv, f"--sft_worked_examples={pairs + 1}")
+    assert str(e.value) == (f"sft_worked_examples={pairs + 1} but the train split has only {pairs} pairs; set it to "
+                            f"at most {pairs} (0 for all)")
+    assert config_from(*argv, f"--sft_worked_examples={pairs}").sft_worked_examples == pairs
+
+
 def test_global_batch_must_split_across_ranks():
     c = get_config_class("AdderRLConfig")(rl_batch_size=6, sft_batch_size=8).get_args_ready()
     with pytest.raises(ConfigError, match="rl_batch_size=6 is not divisible by the 4 processes; use a multiple of 4"):
