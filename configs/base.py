@@ -44,6 +44,11 @@ ALGORITHM_FIELDS = tuple(next(iter(ALGORITHMS.values())))  # the settings a row 
 INT_MAX = {"seed": (2 ** 64 - 1, "2**64 - 1", "the seeds torch.manual_seed takes")}
 INT64 = (2 ** 63 - 1, "2**63 - 1", "torch and numpy hold sizes and counts in 64-bit integers")
 BOUNDED_BY_OWNER = ("ndigit", "vocab_size", "max_seq_len")
+# The warm start's settings: with no warm start to run (init_from is not sft, or sft_max_steps=0)
+# nothing reads them. dropout too: RL samples and updates in eval mode.
+WARM_START_FIELDS = ("sft_max_steps", "sft_batch_size", "sft_learning_rate", "sft_warmup_steps",
+                     "sft_target_accuracy", "sft_eval_interval", "sft_num_eval", "sft_save_interval",
+                     "sft_worked_examples", "sft_patience")
 
 
 def field_type(f) -> type:
@@ -332,11 +337,13 @@ class BaseRLConfig:
     def _check_every_setting_matters(self, settings: dict, debug: bool = False):
         """Refuse a setting the resolved algorithm would silently ignore: a user who sets an option and
         sees a run finish believes the option did something. Row settings count as set when given
-        (not None); the others when they differ from the preset's default."""
+        (not None); the others when they differ from the preset's default (and from --debug's)."""
         mode = settings["advantage_mode"]
         given = lambda name: getattr(self, name) is not None
-        # --debug's partial-credit rewards are the debug preset's own, not the user's
-        changed = lambda name: getattr(self, name) != getattr(type(self), name) and not (debug and name == "rewards")
+        # --debug's presets are its own, not the user's: a setting at its debug value counts as unchanged
+        debug_value = lambda name: type(self).DEBUG_OVERRIDES.get(name, getattr(type(self), name))
+        changed = lambda name: getattr(self, name) != getattr(type(self), name) and not (
+            debug and getattr(self, name) == debug_value(name))
         chosen = objective_class(settings["objective"], mode)
         fix = chosen.ignored(self, settings, given, changed)  # what this objective would ignore
         if not fix and settings["ppo_epochs"] * settings["ppo_minibatches"] == 1:
@@ -350,7 +357,16 @@ class BaseRLConfig:
                   (("priority_floor", "priority_decay"), self.problem_sampler != "prioritized",
                    "belongs to problem_sampler=prioritized"),
                   (("replay_share", "replay_capacity"), self.problem_sampler != "replay",
-                   "belongs to problem_sampler=replay")]
+                   "belongs to problem_sampler=replay"),
+                  (("dynamic_sampling_max_rounds",), not settings["dynamic_sampling"],
+                   "belongs to dynamic sampling (dynamic_sampling=true, as rl_algorithm=dapo has it)"),
+                  (WARM_START_FIELDS, self.init_from != "sft", "belongs to the warm start (init_from=sft)"),
+                  # A file's model_args carry its dropout and must match the config's (rl/snapshot.py), so
+                  # only a start from scratch ignores it.
+                  (("dropout",), self.init_from == "scratch",
+                   "applies only to the warm start, init_from=sft (RL samples and updates in eval mode)"),
+                  (WARM_START_FIELDS[1:] + ("dropout",), self.sft_max_steps == 0,
+                   "needs sft_max_steps > 0 (no warm start step runs)")]
         for names, unused, owner in owners:
             name = next((n for n in names if unused and changed(n)), None)
             if name and not fix:
@@ -359,8 +375,10 @@ class BaseRLConfig:
             raise ConfigError(fix)
 
     def validate_world_size(self, world_size: int):
-        """Batches are global and split evenly across ranks."""
+        """Batches are global and split evenly across ranks (the warm start's only when there is one)."""
         for key in ("rl_batch_size", "sft_batch_size"):
+            if key == "sft_batch_size" and (self.init_from != "sft" or self.sft_max_steps == 0):
+                continue
             if getattr(self, key) % world_size != 0:
                 raise ConfigError(f"{key}={getattr(self, key)} is not divisible by the {world_size} processes; "
                                   f"use a multiple of {world_size}")

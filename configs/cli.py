@@ -120,6 +120,10 @@ def build_config(cli: CommandLine) -> BaseRLConfig:
         if not text:  # even where the field's default is empty (out_dir): an unset shell variable, most likely
             raise ConfigError(f"--{key} is empty; give it a value, or leave --{key} out for its default")
         values[key] = parse_value(key, kinds[key], text)
+    unused = next((key for key in ("wandb_project", "wandb_run_name") if cli.no_wandb and key in cli.overrides), None)
+    if unused:  # every setting matters or is refused (configs/base.py); these two only the flag can turn off
+        raise ConfigError(f"--{unused} has no effect with --no_wandb (metrics go to out_dir/metrics.jsonl only); "
+                          f"drop one of them")
     return cls(**values).get_args_ready(debug=cli.debug)
 
 

@@ -260,11 +260,69 @@ def test_a_pool_of_worked_examples_larger_than_the_train_split_is_refused(argv, 
     assert config_from(*argv, f"--sft_worked_examples={pairs}").sft_worked_examples == pairs
 
 
+# ---- a setting the chosen algorithm, sampler or start ignores (tests/test_settings_matter.py: the rest)
+WARM_START = "has no effect here: it belongs to the warm start (init_from=sft); set that, or leave {} unset"
+NO_STEP = "has no effect here: it needs sft_max_steps > 0 (no warm start step runs); set that, or leave {} unset"
+DYNAMIC = ("has no effect here: it belongs to dynamic sampling (dynamic_sampling=true, as rl_algorithm=dapo has it); "
+           "set that, or leave dynamic_sampling_max_rounds unset")
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--rl_algorithm=grpo", "--dynamic_sampling_max_rounds=3"], f"dynamic_sampling_max_rounds=3 {DYNAMIC}"),
+    (["--dynamic_sampling=false", "--dynamic_sampling_max_rounds=0"], f"dynamic_sampling_max_rounds=0 {DYNAMIC}"),
+    (["--init_from=scratch", "--sft_learning_rate=0.01"],
+     f"sft_learning_rate=0.01 {WARM_START.format('sft_learning_rate')}"),
+    (["--init_from=scratch", "--sft_save_interval=7"], f"sft_save_interval=7 {WARM_START.format('sft_save_interval')}"),
+    (["--debug", "--init_from=scratch", "--sft_max_steps=5"], f"sft_max_steps=5 {WARM_START.format('sft_max_steps')}"),
+    (["--init_from=scratch", "--dropout=0.1"], "dropout=0.1 has no effect here: it applies only to the warm start, "
+                                               "init_from=sft (RL samples and updates in eval mode); set that, or "
+                                               "leave dropout unset"),
+    (["--sft_max_steps=0", "--sft_patience=3"], f"sft_patience=3 {NO_STEP.format('sft_patience')}"),
+    (["--sft_max_steps=0", "--dropout=0.1"], f"dropout=0.1 {NO_STEP.format('dropout')}"),
+    # --debug's rewards are its own, but the user's are checked (rft reads none)
+    (["--debug", "--rl_algorithm=rft", "--rewards=exact_match:1,format:1"],
+     "rewards have no effect with objective=rft: it keeps the answers that are exactly right; leave rewards at its "
+     "default"),
+    (["--no_wandb", "--wandb_project=mine"], "--wandb_project has no effect with --no_wandb (metrics go to "
+                                             "out_dir/metrics.jsonl only); drop one of them"),
+])
+def test_a_setting_the_run_would_ignore_is_refused(argv, message):
+    with pytest.raises(ConfigError) as e:
+        config_from(*argv)
+    assert str(e.value) == message
+
+
+@pytest.mark.parametrize("argv", [
+    ["--rl_algorithm=grpo", "--dynamic_sampling=true", "--dynamic_sampling_max_rounds=3"],
+    # --debug's own presets (sft_max_steps, dynamic_sampling_max_rounds, ...) are not the user's
+    ["--debug", "--init_from=scratch"], ["--debug", "--rl_algorithm=grpo"],
+    ["--config_name", "MultiplierRLConfig", "--debug", "--rl_algorithm=grpo", "--init_from=scratch"],
+    # a preset's own warm-start settings are its defaults, not changes
+    ["--config_name", "ScarceMultiplierRLConfig", "--init_from=scratch"],
+    ["--sft_max_steps=0"], ["--no_wandb"], ["--wandb_project=mine"],
+])
+def test_a_preset_s_or_debug_s_own_setting_is_not_the_user_s(argv):
+    config_from(*argv)
+
+
+def test_a_file_start_keeps_its_dropout(tmp_path):
+    """A snapshot's model_args carry the dropout it was made with and must match the config's, so a
+    start from a file may set dropout (a start from scratch may not)."""
+    weights = tmp_path / "weights.pt"
+    weights.write_bytes(b"checked when the run starts")
+    assert config_from(f"--init_from={weights}", "--dropout=0.1").dropout == 0.1
+
+
 def test_global_batch_must_split_across_ranks():
     c = get_config_class("AdderRLConfig")(rl_batch_size=6, sft_batch_size=8).get_args_ready()
     with pytest.raises(ConfigError, match="rl_batch_size=6 is not divisible by the 4 processes; use a multiple of 4"):
         c.validate_world_size(4)
     c.validate_world_size(2)
+    # the warm start's batch only when there is a warm start
+    with pytest.raises(ConfigError, match="sft_batch_size=9 is not divisible by the 2 processes; use a multiple of 2"):
+        get_config_class("AdderRLConfig")(sft_batch_size=9).get_args_ready().validate_world_size(2)
+    scratch = get_config_class("AdderRLConfig")(init_from="scratch", rl_batch_size=6).get_args_ready()
+    scratch.validate_world_size(3)  # sft_batch_size=256 is no multiple of 3, but no warm start runs
 
 
 def test_devices_and_backends_this_machine_cannot_run(monkeypatch):
