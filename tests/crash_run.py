@@ -1,19 +1,29 @@
-"""Run the entry script and kill it with SIGKILL in the middle of one chosen write: a crash at the
-worst instant, for tests/test_run_dir.py. What is on disk afterwards is exactly what such a crash
-leaves (half a metrics line, half a temporary file); only the moment is chosen.
+"""The entry script in a process of its own, killed with SIGKILL in the middle of one chosen write
+(a crash at the worst instant), or with a file-size limit (a full disk), for tests/test_run_dir.py.
+What is on disk afterwards is exactly what such a crash or disk leaves (half a metrics line, half a
+temporary file); only the moment is chosen.
 
     python tests/crash_run.py WHAT N [ARGS...]
 
 WHAT: metrics (the N-th metrics line, half written), snapshot / progress / warm_start / truncate
 (the N-th atomic write of an RL snapshot, of the warm start's progress, of the warm start, of a
 rewrite of metrics.jsonl: half its temporary file written), or none (no kill).
+
+`Runner` starts such processes by forking a server that has imported torch and its optimizer's
+lazy imports (about 2.5 s) once, so each start takes a fraction of a second.
 """
 
+import io
+import multiprocessing
 import os
+import resource
 import signal
 import sys
+import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
 
 from rl import logger, rl_ddp, run_dir, snapshot  # noqa: E402
 
@@ -59,6 +69,52 @@ def main(what: str, n: int, args: list) -> int:
     elif what != "none":
         raise SystemExit(f"unknown crash point {what!r}")
     return rl_ddp.main(args)
+
+
+def child(what: str, n: int, args: list, console: str, max_bytes: int):
+    """A forked process's life: main() with no file over max_bytes (a soft RLIMIT_FSIZE with SIGXFSZ
+    ignored: a write past it fails with EFBIG, as on a full disk), its console kept in memory meanwhile
+    (a file of it would be limited too) and written to console.out / console.err at the end."""
+    sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if max_bytes:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, hard))
+    torch.set_num_threads(1)
+    try:
+        code = main(what, n, args)
+    except BaseException:
+        traceback.print_exc()
+        code = 99
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    for stream, suffix in ((sys.stdout, "out"), (sys.stderr, "err")):
+        with open(f"{console}.{suffix}", "w") as f:
+            f.write(stream.getvalue())
+    os._exit(code)
+
+
+class Runner:
+    """Starts `child` processes from a forkserver that imported all of the above once."""
+
+    def __init__(self, folder: str):
+        self.folder, self.count = folder, 0
+        self.context = multiprocessing.get_context("forkserver")
+        self.context.set_forkserver_preload(["crash_run", "torch._dynamo"])
+
+    def start(self, args: list, what: str = "none", n: int = 0, max_bytes: int = 0):
+        self.count += 1
+        console = os.path.join(self.folder, f"console{self.count}")
+        proc = self.context.Process(target=child, args=(what, n, list(map(str, args)), console, max_bytes))
+        proc.start()
+        proc.console = console
+        return proc
+
+    def run(self, args: list, what: str = "none", n: int = 0, max_bytes: int = 0):
+        """(exit code: -9 for a kill, stdout, stderr) of a process run to its end."""
+        proc = self.start(args, what, n, max_bytes)
+        proc.join()
+        read = lambda path: open(path).read() if os.path.exists(path) else ""  # (none after a kill)
+        return (proc.exitcode, *(read(f"{proc.console}.{s}") for s in ("out", "err")))
 
 
 if __name__ == "__main__":
