@@ -68,7 +68,7 @@ def unreadable_reason(path: str, e: BaseException) -> str:
         magic = f.read(4)
     if magic != b"PK\x03\x04":
         return "not a file written by torch.save"
-    if isinstance(e, pickle.UnpicklingError) and "Unsupported global" in str(e):
+    if isinstance(e, pickle.UnpicklingError) and "weights only load failed" in str(e).lower():
         return "it holds code or objects other than tensors and plain types, which are refused"
     first = (str(e).strip().splitlines() or [""])[0][:80]
     return f"truncated or damaged: {type(e).__name__}{': ' + first if first else ''}"
