@@ -187,6 +187,28 @@ def test_resume_restores_the_selection_state_exactly(tmp_path, sampler):
         assert_same_state(straight, run_steps(forgetful, 4).state_dict())
 
 
+@pytest.mark.parametrize("sampler", ["prioritized", "replay"])
+def test_a_loaded_state_draws_and_estimates_as_the_saved_one_before_it_observes_again(sampler):
+    """Everything the state says, not just what the next observe() rewrites: a sampler that loads
+    another's state gives the same estimates, probabilities, metrics and draws at once."""
+    make = lambda: (PrioritizedSampler(ENV, floor=0.01, decay=0.5) if sampler == "prioritized"
+                    else ReplaySampler(ENV, share=0.5, capacity=50))
+    saved, keys = make(), train_keys()
+    rng = np.random.default_rng(0)
+    for _ in range(3):  # groups of 8 answers, some all right, some mixed, some all wrong
+        saved.observe(keys[:40], rng.integers(0, 9, size=40), G=8)
+    loaded = make()
+    loaded.load_state_dict({k: v.clone() if torch.is_tensor(v) else v for k, v in saved.state_dict().items()})
+    assert loaded.metrics() == saved.metrics()
+    if sampler == "prioritized":
+        assert np.array_equal(loaded.estimates(), saved.estimates())
+        assert np.array_equal(loaded.probabilities(loaded.estimates(), NONE),
+                              saved.probabilities(saved.estimates(), NONE))
+    rngs = lambda: (seeding.numpy_rng(1, 0, 5, seeding.PROBLEMS), seeding.numpy_rng(1, 0, 5, seeding.SELECTION))
+    for got, want in zip(loaded.draw(16, *rngs(), NONE), saved.draw(16, *rngs(), NONE)):
+        assert np.array_equal(got, want, equal_nan=True)
+
+
 def rank_worker(rank: int, store: str, out: str, sampler: str):
     torch.set_num_threads(1)
     torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)

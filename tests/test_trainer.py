@@ -5,6 +5,7 @@ Run: python -m pytest tests/test_trainer.py"""
 import copy
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -13,6 +14,7 @@ from helpers import assert_grads_close, capture_gradients, critic_of, make_train
 from model.gpt import KVCache
 from rl import objectives
 from rl.algorithms import ALGORITHMS, group_all_equal
+from rl.problem_sampler import pair_keys
 from rl.update import lr_lambda
 
 
@@ -21,9 +23,11 @@ def test_learning_rate_schedule_by_hand():
     assert [f(s) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
     assert math.isclose(f(8), 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 0.5)))  # halfway through the decay
     assert math.isclose(f(12), 0.1) and math.isclose(f(50), 0.1)
+    assert f(4) == 1.0  # the first step of the decay is at the peak: a warmup one step longer would be above it
     trainer = make_trainer(warmup_steps=4, rl_train_steps=12, learning_rate=1e-3)
-    lrs = [trainer.train_step()["train/lr"] for _ in range(5)]
-    assert lrs == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3 * f(4)])
+    lrs = [trainer.train_step()["train/lr"] for _ in range(6)]
+    # by hand, not through lr_lambda: four warmup steps, the peak, then the cosine's first step down (1/8 of it)
+    assert lrs == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 1e-3 * (0.1 + 0.45 * (1 + math.cos(math.pi / 8)))])
 
 
 # ---- gradients against the reference ---------------------------------------------------------
@@ -277,6 +281,34 @@ def test_dynamic_sampling_refills_groups_without_signal():
     first, _, _ = trainer.sample(1)
     kept = int((~group_all_equal(first.rewards, G)).sum())
     assert asked[:2] == [P, min(math.ceil(1.25 * (P - kept) * P / kept), 4 * P)]
+
+
+@pytest.mark.parametrize("sampler", ["prioritized", "replay"])
+def test_no_refill_round_draws_a_problem_already_drawn_in_the_same_step(sampler):
+    """What a sampler chooses by its state (every prioritized draw; replay's draws from its buffer) is
+    never a problem already asked about in this step: its group's outcome would count twice. (The
+    fresh uniform draws are independent, as in the original recipe.)"""
+    trainer = make_trainer(rl_algorithm="dapo", problem_sampler=sampler, dynamic_sampling_max_rounds=6, ndigit=1,
+                           rl_batch_size=8)
+    chosen, draw = [], trainer.problem_sampler.draw
+
+    def recording(n, problems_rng, selection_rng, exclude):
+        a, b, selected, estimates = draw(n, problems_rng, selection_rng, exclude)
+        chosen.append(pair_keys(trainer.env, a, b)[selected if sampler == "replay" else slice(None)])
+        return a, b, selected, estimates
+    trainer.problem_sampler.draw = recording
+    for step in range(4):  # replay's buffer fills after the first step, and it draws from it after
+        _, _, sampled = trainer.sample(step)
+        keys = np.concatenate(sampled.keys)
+        picked = np.concatenate(chosen[-sampled.rounds:])
+        asked_before = [np.isin(c, np.concatenate(sampled.keys[:i])).any() for i, c in
+                        enumerate(chosen[-sampled.rounds:]) if i]
+        assert sampled.rounds > 1 and not any(asked_before), (step, sampled.rounds)
+        assert len(np.unique(picked)) == len(picked)
+        if sampler == "prioritized":
+            assert len(np.unique(keys)) == len(keys)
+        trainer.observe_outcomes(sampled)
+    assert sum(len(c) for c in chosen) > 8 * 4  # more than a step's worth were chosen: refills among them
 
 
 def test_when_refills_run_out_the_step_trains_on_what_was_kept_not_on_filler():
