@@ -3,15 +3,23 @@ update, either the config is refused before start (one line naming the option), 
 option changes the gradients of the first three RL steps (a KL term's gradient is 0 while the
 policy still equals the reference it starts from, so step 1 cannot show it; the moving-average
 baseline starts at step 1's mean reward and is that mean at step 2 whatever its momentum, so only
-step 3 shows baseline_momentum). A new algorithm or option that is
-silently ignored fails here. Run: python -m pytest tests/test_settings_matter.py"""
+step 3 shows baseline_momentum). The same holds for what comes before the update: each problem
+sampler's settings change the problems drawn in the first three steps, dynamic sampling's rounds
+the answers generated, and the warm start's settings the weights it ends with. A new algorithm or
+option that is silently ignored fails here. Run: python -m pytest tests/test_settings_matter.py"""
 
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
 import torch
 
-from configs.base import ConfigError
+from configs.base import WARM_START_FIELDS, ConfigError
 from helpers import capture_gradients, make_config, make_trainer
+from rl import warm_start
 from rl.algorithms import AGGREGATIONS, ALGORITHMS
+from rl.dist import DistInfo
+from rl.problem_sampler import PROBLEM_SAMPLERS
 
 BASE = {name: dict(rl_algorithm=name) for name in ALGORITHMS}
 # rft learns only from exactly right answers: a policy that writes some (trained below) on a task it can
@@ -76,3 +84,106 @@ def test_every_option_changes_the_update_or_is_refused(algorithm):
         if not differ(base, gradients(algorithm, **option)):
             silent.append(name)
     assert silent == [], f"{algorithm}: accepted but changed nothing: {silent} (refused: {refused})"
+
+
+# ---- before the update: the problems drawn, dynamic sampling's rounds, the warm start -------------
+# a task small enough (83 training pairs) for a problem to come back within three steps
+SAMPLING = dict(ndigit=1, rl_algorithm="grpo")
+SAMPLER_OPTIONS = {"priority_floor": 0.5, "priority_decay": 0.9, "replay_share": 0.0, "replay_capacity": 1}
+OWN = {"uniform": [], "prioritized": ["priority_floor", "priority_decay"],
+       "replay": ["replay_share", "replay_capacity"]}
+
+
+def sampling(**settings) -> tuple:
+    """The problems (pair keys) each of the first three RL steps drew, over all its sampling rounds,
+    and the answers each generated."""
+    trainer = make_trainer(**settings)
+    if settings.get("problem_sampler") == "prioritized":
+        # as a run would have it some steps in: every training pair seen once, its pass rate one of
+        # 0, 1/G, ..., 1 (a policy from scratch solves none, and equal estimates draw uniformly)
+        sampler, G = trainer.problem_sampler, trainer.config.rl_rollout_size
+        sampler.observe(sampler.keys, sampler.keys % (G + 1), G)
+    keys, answers, collect = [], [], trainer.rollouts.collect
+
+    def spy(step, num_prompts):
+        first, batch, stats = collect(step, num_prompts)
+        keys.append(np.concatenate(stats.keys).tolist()), answers.append(stats.answers)
+        return first, batch, stats
+    trainer.rollouts.collect = spy
+    for _ in range(3):
+        trainer.train_step()
+    return keys, answers
+
+
+@pytest.mark.parametrize("sampler", PROBLEM_SAMPLERS)
+def test_every_sampler_setting_changes_the_problems_drawn_or_is_refused(sampler):
+    base, accepted, silent = None, [], []
+    for name, value in SAMPLER_OPTIONS.items():
+        option = {**SAMPLING, "problem_sampler": sampler, name: value}
+        try:
+            make_config(**option)
+        except ConfigError as e:
+            assert name in str(e), f"{name}: the refusal does not name it: {e}"
+            continue
+        accepted.append(name)
+        base = base or sampling(**SAMPLING, problem_sampler=sampler)[0]
+        if sampling(**option)[0] == base:
+            silent.append(name)
+    assert accepted == OWN[sampler] and silent == [], f"{sampler}: accepted {accepted}, changed nothing: {silent}"
+
+
+@pytest.mark.parametrize("algorithm", [*ALGORITHMS, "grpo --dynamic_sampling=true"])
+def test_dynamic_sampling_rounds_change_the_answers_generated_or_are_refused(algorithm):
+    """From scratch every group is all wrong under exact match, so dynamic sampling refills every round."""
+    name, *extra = algorithm.split()
+    base = dict(rl_algorithm=name, rewards="exact_match:1.0", dynamic_sampling=True if extra else None,
+                rl_batch_size=4)  # refill rounds of 16 prompts
+    option = dict(base, dynamic_sampling_max_rounds=0)
+    try:
+        make_config(**option)
+    except ConfigError as e:
+        assert not make_config(**base).dynamic_sampling and "dynamic_sampling_max_rounds" in str(e), str(e)
+        return
+    assert make_config(**base).dynamic_sampling, f"{algorithm}: accepted without dynamic sampling"
+    assert sampling(**base)[1] != sampling(**option)[1]
+
+
+# A warm start that stops at step 5: its scripted validation accuracy climbs 0.1 a step (rounded down
+# to what sft_num_eval problems can score), the check every 4 steps finds 0.4, then checks every step
+# from half the target 0.5. Each option moves the stop, or what the steps train on.
+WARM = dict(init_from="sft", sft_max_steps=12, sft_batch_size=16, sft_eval_interval=4, sft_target_accuracy=0.5,
+            sft_num_eval=20)
+WARM_OPTIONS = {"sft_max_steps": 4, "sft_batch_size": 8, "sft_learning_rate": 3e-3, "sft_warmup_steps": 2,
+                "sft_target_accuracy": 0.7, "sft_eval_interval": 6, "sft_num_eval": 3, "sft_patience": 2,
+                "sft_worked_examples": 64, "dropout": 0.1}
+# settings of the warm start that by design leave its weights alone (still refused without one)
+WARM_RUN_SETTINGS = {"sft_save_interval": "when progress is saved; a continued warm start equals an uninterrupted "
+                                          "one (tests/test_warm_start.py)"}
+
+
+def test_every_warm_start_setting_changes_its_weights_or_is_refused(tmp_path, monkeypatch):
+    assert sorted([*WARM_OPTIONS, *WARM_RUN_SETTINGS]) == sorted([*WARM_START_FIELDS, "dropout"])
+    steps = []
+    real_step = warm_start.supervised_step
+    monkeypatch.setattr(warm_start, "supervised_step", lambda *a: steps.append(a[-1]) or real_step(*a))
+    # the accuracy a check on len(a) problems would see after the steps taken: tenths, rounded down
+    monkeypatch.setattr(warm_start, "evaluate", lambda model, env, a, b, info, **kw: SimpleNamespace(
+        accuracy=len(a) * min(len(steps), 10) // 10 / len(a)))
+
+    def weights(**option):
+        steps.clear()
+        trainer = make_trainer(out_dir=str(tmp_path / str(len(list(tmp_path.iterdir())))), **{**WARM, **option})
+        warm_start.init_policy(trainer.config, trainer.env, trainer.model, DistInfo())
+        return trainer.model.state_dict()
+
+    base = weights()
+    assert len(steps) == 5
+    silent = []
+    for name, value in {**WARM_OPTIONS, **{name: 7 for name in WARM_RUN_SETTINGS}}.items():
+        for start in (dict(init_from="scratch"), dict(init_from="sft", sft_max_steps=0)):  # no warm start: refused
+            if name != "sft_max_steps" or start["init_from"] == "scratch":
+                with pytest.raises(ConfigError, match=f"^{name}={value} has no effect here: it "):
+                    make_config(**start, **{name: value})
+        if name in WARM_OPTIONS and all(torch.equal(base[k], v) for k, v in weights(**{name: value}).items()):
+            silent.append(name)
+    assert silent == [], f"accepted but the warm start's weights did not change: {silent}"
