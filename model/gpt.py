@@ -177,7 +177,8 @@ class GPT(nn.Module):
 
     @torch.inference_mode()
     def generate(self, idx, max_new_tokens, *, temperature=1.0, top_k=None, greedy=False, end_token=None,
-                 pad_token=None, generator=None, num_samples=1, use_cache=True, with_stats=False):
+                 pad_token=None, generator=None, num_samples=1, use_cache=True, with_stats=False,
+                 with_nonfinite=False):
         """Sample `max_new_tokens` continuations of the prompts idx (B, P).
 
         Returns (B * num_samples, max_new_tokens): num_samples continuations of each prompt, those of
@@ -191,6 +192,10 @@ class GPT(nn.Module):
         of sampling (the log-probs are those of the sampling distribution, temperature included).
         The loop always runs max_new_tokens steps: a correct answer uses all of them anyway, and a
         data-dependent early exit would cost a host/device sync per token on a GPU.
+        Non-finite logits (overflowed weights, or finite logits over a small temperature) never make
+        this raise (see `draw`); `with_nonfinite` adds a last output (B * num_samples,) bool, True for a
+        row that met one at any step, or logits so large (about 3e38 / V) that their sum overflows: its
+        tokens mean nothing. The other rows are exactly what they would be without this check.
         """
         B, P = idx.shape
         cache = KVCache(self.config, B, P + max_new_tokens, idx.device, self.wte.weight.dtype) if use_cache else None
@@ -202,16 +207,17 @@ class GPT(nn.Module):
         out = torch.empty(B * num_samples, max_new_tokens, dtype=idx.dtype, device=idx.device)
         logps = torch.zeros(B * num_samples, max_new_tokens, device=idx.device) if with_stats else None
         entropy = torch.zeros_like(logps) if with_stats else None
+        sums = torch.empty(max_new_tokens, B * num_samples, device=idx.device)  # of each row's logits, each step
         for t in range(max_new_tokens):
-            if greedy:
-                next_token = logits.argmax(dim=-1)
-            else:
+            if not greedy:
                 logits = logits.float() / temperature
-                if top_k is not None:
-                    kth = torch.topk(logits, min(top_k, logits.size(-1)), dim=-1).values[:, [-1]]
-                    logits = logits.masked_fill(logits < kth, float("-inf"))
-                logp = F.log_softmax(logits, dim=-1)
-                next_token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+            # Finite iff every logit is (bar finite ones so large that their sum overflows, which only broken
+            # weights give): one reduction a token, on the device, read after the loop: no host sync per token
+            torch.sum(logits, dim=-1, dtype=sums.dtype, out=sums[t])
+            if greedy:
+                next_token = logits.argmax(dim=-1)  # (which never raises, whatever the logits)
+            else:
+                next_token, logp = draw(logits, top_k, generator)
                 if with_stats:
                     logps[:, t] = logp.gather(1, next_token[:, None]).squeeze(1)
                     entropy[:, t] = -(logp.exp() * logp.nan_to_num(neginf=0.0)).sum(dim=-1)
@@ -226,7 +232,21 @@ class GPT(nn.Module):
                 else:
                     seq = torch.cat([seq, next_token[:, None]], dim=1)
                     logits = self(seq)[:, -1, :]
-        return (out, logps, entropy) if with_stats else out
+        nonfinite = ~sums.isfinite().all(dim=0)  # (B * num_samples,): every step's sums, checked once
+        outputs = ((out, logps, entropy) if with_stats else (out,)) + ((nonfinite,) if with_nonfinite else ())
+        return outputs if len(outputs) > 1 else out
+
+
+def draw(logits, top_k=None, generator=None):
+    """One token per row of logits (B, V) from their softmax, restricted to the top_k most likely when
+    given: (B,) tokens and the (B, V) log-probs they were drawn from. A non-finite logit counts as 0
+    (torch.multinomial raises on nan, inf or negative probabilities); generate flags its row."""
+    logits = logits.nan_to_num(0.0, 0.0, 0.0)  # the identity on finite logits
+    if top_k is not None:
+        kth = torch.topk(logits, min(top_k, logits.size(-1)), dim=-1).values[:, [-1]]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    logp = F.log_softmax(logits, dim=-1)
+    return torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1), logp
 
 
 class Critic(nn.Module):
