@@ -5,7 +5,8 @@ stopping rule (and any other choice) calls it on the validation split. "Right" i
 definition as the reward's (rl/math_reward.py): `accuracy` is final-answer exact match,
 `steps_accuracy` the share of answers whose shown work is all right (None when no work is shown).
 The evaluation set is split across ranks and the counts are summed, so 1 and N processes report
-the same number.
+the same number. An answer decoded from non-finite logits (weights that overflowed) is no answer:
+evaluation then raises TrainingError on every rank instead of reporting a number.
 """
 
 from dataclasses import dataclass, field
@@ -16,6 +17,11 @@ import torch
 from rl import dist
 from rl.math_env import MathEnvironment
 from rl.math_reward import digit_match, exact_match, steps_match
+
+
+class TrainingError(RuntimeError):
+    """The run cannot go on (numbers blew up); the message says why and what to try. Defined here, where
+    both evaluation and the trainer (rl/math_trainer.py, which re-exports it) can raise it."""
 
 
 @dataclass
@@ -48,17 +54,23 @@ def evaluate(model, env: MathEnvironment, a, b, info: dist.DistInfo, *, batch_si
     was_training = model.training
     model.eval()
     a, b = a[info.rank::info.world_size], b[info.rank::info.world_size]
-    counts = torch.zeros(4, dtype=torch.float64)  # exact, right digits, steps all right, problems
+    counts = torch.zeros(5, dtype=torch.float64)  # exact, right digits, steps all right, problems, non-finite
     mistakes = []
     for i in range(0, len(a), batch_size):
         prompts, targets = env.encode(a[i:i + batch_size], b[i:i + batch_size])
-        generated = model.generate(prompts.to(info.device), env.answer_len, greedy=True,
-                                   end_token=env.end_token, pad_token=env.pad_token).cpu()
+        generated, nonfinite = model.generate(prompts.to(info.device), env.answer_len, greedy=True,
+                                              end_token=env.end_token, pad_token=env.pad_token, with_nonfinite=True)
+        generated = generated.cpu()
         exact = exact_match(env, targets, generated)
         counts += torch.tensor([exact.sum().item(), digit_match(env, targets, generated).sum().item(),
-                                steps_match(env, targets, generated).sum().item(), len(exact)], dtype=torch.float64)
+                                steps_match(env, targets, generated).sum().item(), len(exact),
+                                nonfinite.sum().item()], dtype=torch.float64)
         for j in torch.nonzero(exact == 0).flatten().tolist()[: num_mistakes - len(mistakes)]:
             mistakes.append(env.describe_mistake(int(a[i + j]), int(b[i + j]), generated[j]))
     model.train(was_training)
-    exact, digits, steps, n = dist.all_reduce_sum(counts.to(info.device)).tolist()
+    exact, digits, steps, n, nonfinite = dist.all_reduce_sum(counts.to(info.device)).tolist()
+    if nonfinite:  # the same sum on every rank: every rank raises
+        raise TrainingError(f"non-finite logits in greedy evaluation on the {split} split ({nonfinite:.0f} of {n:.0f} "
+                            f"problems): the policy's weights have overflowed; lower learning_rate (sft_learning_rate "
+                            f"in the warm start), keep grad_clip on, or check the file init_from loaded")
     return EvalResult(exact / n, digits / n, steps / n if env.show_work else None, int(n), split, mistakes)

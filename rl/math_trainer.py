@@ -60,7 +60,7 @@ from model.gpt import GPT, GPTConfig
 from rl import dist
 from rl.algorithms import (KL_PLACEMENT, compute_kl, group_all_equal, kl_reward_penalty, masked,
                            policy_logprobs, update_baseline)
-from rl.evaluate import EvalResult, evaluate
+from rl.evaluate import EvalResult, TrainingError, evaluate  # TrainingError's home; rl_ddp.py imports it from here
 from rl.math_env import MathEnvironment
 from rl.math_reward import exact_match, parse_reward_spec
 from rl.objectives import make_objective
@@ -72,10 +72,6 @@ POLICY_KEYS = ("model", "optimizer", "scheduler")  # the policy's names in a sna
 # what the update sums for every objective, beside the objective's own `sums`, for the metrics
 UPDATE_SUMS = ("policy_loss", "kl_loss", "entropy_loss", "clip_low", "clip_high", "ratio_sum", "tokens", "forwarded",
                "rows")
-
-
-class TrainingError(RuntimeError):
-    """The run cannot go on (numbers blew up); the message says why and what to try."""
 
 
 def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:

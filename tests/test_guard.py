@@ -1,16 +1,24 @@
-"""The numerical guard's sampling, for weights that are finite but so large that the logits overflow:
-sampling never raises and flags the rows that met non-finite logits, the others exactly as they were.
-Run: python -m pytest tests/test_guard.py"""
+"""The numerical guard, for weights that are finite but so large that the logits overflow: sampling
+never raises and flags the rows that met non-finite logits (the others exactly as they were),
+evaluation (RL's and the warm start's) refuses to report a number, and the entry script ends with
+one line. Run: python -m pytest tests/test_guard.py"""
 
 import copy
 
 import pytest
 import torch
 
+from helpers import TINY, load, make_trainer, run
 from model.gpt import GPT, GPTConfig
+from rl.math_trainer import TrainingError
+from rl.snapshot import save_atomic
+from rl.warm_start import init_policy
 
 END, PAD = 11, 12
 HUGE = 1e30  # finite weights times this are still finite, but the activations overflow to inf or nan
+EVAL_ERROR = ("non-finite logits in greedy evaluation on the {split} split ({n} of {n} problems): the policy's "
+              "weights have overflowed; lower learning_rate (sft_learning_rate in the warm start), keep grad_clip "
+              "on, or check the file init_from loaded")
 
 
 def make_model(seed=0, **kw):
@@ -71,3 +79,44 @@ def test_finite_logits_over_a_small_temperature_are_flagged_when_they_overflow()
     draw = lambda **how: model.generate(prompts, 4, with_nonfinite=True, **how)[1]
     assert not draw(greedy=True).any() and not draw(temperature=1.0).any()
     assert draw(temperature=1e-4).all()
+
+
+# ---- evaluation ----------------------------------------------------------------------------------
+def test_evaluation_refuses_to_report_a_number_from_non_finite_logits():
+    trainer = make_trainer()
+    assert trainer.accuracy("validation").num_problems == 100
+    blow_up(trainer.model)
+    trainer.model.train()
+    with pytest.raises(TrainingError) as stop:
+        trainer.accuracy("validation")
+    assert str(stop.value) == EVAL_ERROR.format(split="validation", n=100)
+    assert trainer.model.training  # evaluation left the model in the mode it found it in
+
+
+def test_the_warm_start_stops_on_its_evaluation(tmp_path):
+    """Huge weights make the first supervised step non-finite (the warm start has no skip of its own);
+    its validation check then stops the run rather than reporting an accuracy of nan logits."""
+    trainer = make_trainer(init_from="sft", out_dir=str(tmp_path), sft_eval_interval=1, sft_num_eval=50)
+    blow_up(trainer.model)
+    with pytest.raises(TrainingError) as stop:
+        init_policy(trainer.config, trainer.env, trainer.policy, trainer.info)
+    assert str(stop.value) == EVAL_ERROR.format(split="validation", n=50)
+
+
+# ---- through the entry script --------------------------------------------------------------------
+def test_a_run_from_finite_but_huge_weights_ends_with_one_line_and_exit_1(tmp_path):
+    """The start evaluation comes before the first sampling, so its message is the one shown."""
+    trainer = make_trainer()
+    # the tied embedding and output head: one tensor under two names, so both (loading writes each)
+    weights = {k: v * HUGE if k in ("wte.weight", "lm_head.weight") else v
+               for k, v in trainer.model.state_dict().items()}
+    path = tmp_path / "huge.pt"  # the warm start's file format (rl/warm_start.py)
+    save_atomic({"kind": "warm_start", "model": weights, "model_args": trainer.config.model_args(),
+                 "task": trainer.config.task_args()}, str(path))
+    assert all(torch.isfinite(v).all() for v in load(path)["model"].values())
+    args = [f"--{k}={v}" for k, v in {**TINY, "init_from": path}.items()]
+    proc = run([*args, "--no_wandb", f"--out_dir={tmp_path / 'run'}"], check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == ["error: " + EVAL_ERROR.format(split="test", n=100)], proc.stderr
