@@ -42,6 +42,14 @@ Beside the policy-gradient family, three objectives change stages 3-4 more deepl
   rft         stage 1 keeps only the answers that are exactly right; stage 4 is their
               log-likelihood (the policy gradient with every advantage 1).
 
+The numerical guard covers the whole step: the step takes no update, and counts in
+train/skipped_steps (max_bad_steps in a row raise TrainingError), when the loss or a gradient norm
+is not finite on any rank (rl/update.py), or when sampling met non-finite logits on any rank
+(weights finite but so large that the logits overflow: generate replaces them and says so). A
+step of broken sampling updates nothing at all: its answers came from stand-in logits, not from
+the policy, so neither the baseline nor the problem sampler learns from their rewards (a pass
+rate of noise would steer prioritized and replay selection), and it forwards nothing.
+
 The policy samples and is updated in eval mode (dropout, if any, belongs to the warm start), so
 the update's log-probs are exactly those of the policy that sampled.
 
@@ -133,12 +141,17 @@ class MathRLTrainer:
         self.model.eval()  # no dropout: the update's log-probs are the sampler's
         self.start_models()
         first, batch, sampled = self.sample(self.step)  # 1-2. draw problems, sample and score answers
-        self.observe_outcomes(sampled)  # every rank's groups teach the problem sampler, identically
-        targets, stats = self.advantages(first, batch)  # 3. what the objective's loss needs, and the baseline
+        # the guard on sampling (module docstring), agreed once a step: answers drawn from non-finite
+        # logits on any rank are noise, not the policy's, and nothing learns from them
+        broken = dist.any_rank(sampled.nonfinite > 0, self.info.device)
+        if not broken:
+            self.observe_outcomes(sampled)  # every rank's groups teach the problem sampler, identically
+        targets, stats = self.advantages(first, batch, learn=not broken)  # 3. the objective's targets, the baseline
         t_update = time.perf_counter()
-        update = self.update(batch, targets)  # 4. the objective's loss, every learner's optimizer steps
+        # 4. the objective's loss, every learner's optimizer steps
+        update = self.updater.no_step(self.learners, skipped=True) if broken else self.update(batch, targets)
         seconds = dict(update=time.perf_counter() - t_update, step=time.perf_counter() - t0)
-        self.finish_step(update["skipped"])  # before the metrics, which report the step just taken as self.step
+        self.finish_step(update["skipped"], broken)  # before the metrics, which report the step just taken as self.step
         return self.metrics(first, batch, stats, update, sampled, seconds)  # 5.
 
     # ---- 1-2. sample and score (rl/rollout.py) ------------------------------------------------
@@ -154,20 +167,19 @@ class MathRLTrainer:
         self.problem_sampler.observe(keys, successes, self.config.rl_rollout_size)
 
     # ---- 3. advantages ----------------------------------------------------------------------
-    def advantages(self, first: Rollout, batch: Rollout):
+    def advantages(self, first: Rollout, batch: Rollout, learn: bool = True):
         """What the objective's loss needs of the batch's rewards (PolicyTargets or Pairs: see
         rl/objectives.py), computed with the baseline from before this step, which then moves
-        towards this step's mean reward; and the statistics the metrics report."""
+        towards this step's mean reward (unless learn=False); and the statistics the metrics report."""
         rewards, stats = batch.rewards, {}
         if self.kl_placement == "reward":  # k1: the KL to the reference is a penalty on the reward
             rewards, stats = self.kl_penalised_rewards(batch)
         stats.update(self.reward_statistics(first, rewards))  # over all ranks, so the baseline agrees on each
-        if self.baseline is None:  # the first step's advantages are centred, not all positive
-            self.baseline = stats["mean_reward"]
-        stats["baseline_used"] = self.baseline  # the advantages use the baseline from before this step...
+        # the advantages use the baseline from before this step (the first step's are centred, not all positive)...
+        stats["baseline_used"] = stats["mean_reward"] if self.baseline is None else self.baseline
         targets = self.objective.targets(batch, rewards, stats)
-        # ...which only then follows this step's mean reward (every objective reports it)
-        self.baseline = update_baseline(self.baseline, stats["mean_reward"], self.config.baseline_momentum)
+        if learn:  # ...which only then follows this step's mean reward (every objective reports it)
+            self.baseline = update_baseline(stats["baseline_used"], stats["mean_reward"], self.config.baseline_momentum)
         return targets, stats
 
     def reward_statistics(self, first: Rollout, rewards: torch.Tensor) -> dict:
@@ -206,15 +218,22 @@ class MathRLTrainer:
         loss_fn = lambda part, norm: self.objective.loss(self.policy, part, norm)  # DDP's: its backward syncs
         return self.updater.run(self.learners, data, loss_fn, self.step, skip_zero=self.objective.skip_zero)
 
-    def finish_step(self, skipped: bool):
+    def finish_step(self, skipped: bool, broken_sampling: bool = False):
+        """Count the step; skipped: it took no update (broken_sampling: because its sampling met
+        non-finite logits, which the message of the max_bad_steps-th skip in a row then names)."""
         schedule(self.learners)  # the schedule follows RL steps, skipped or not
         self.step += 1
         self.bad_steps_in_a_row = self.bad_steps_in_a_row + 1 if skipped else 0  # only skips in a row stop a run
         self.num_skipped_steps += int(skipped)
-        if self.bad_steps_in_a_row >= self.config.max_bad_steps:  # `skipped` agrees on every rank: all raise
-            raise TrainingError(f"non-finite loss or gradient norm for {self.bad_steps_in_a_row} steps in a row "
-                                f"(up to step {self.step}); lower learning_rate, keep grad_clip on, "
-                                f"or check the rewards")
+        if self.bad_steps_in_a_row < self.config.max_bad_steps:  # both flags agree on every rank: all raise
+            return
+        if broken_sampling:
+            raise TrainingError(f"non-finite logits while sampling ({self.bad_steps_in_a_row} steps in a row skipped, "
+                                f"up to step {self.step}): the policy's weights have overflowed; lower learning_rate, "
+                                f"keep grad_clip on, or check the file init_from loaded")
+        raise TrainingError(f"non-finite loss or gradient norm for {self.bad_steps_in_a_row} steps in a row "
+                            f"(up to step {self.step}); lower learning_rate, keep grad_clip on, "
+                            f"or check the rewards")
 
     # ---- 5. metrics ---------------------------------------------------------------------------
     def metrics(self, first: Rollout, batch: Rollout, stats: dict, update: dict, sampled: RolloutStats,
@@ -245,7 +264,8 @@ class MathRLTrainer:
             "train/accuracy": s["exact"] / n,
             "train/avg_reward": stats["mean_reward"],
             "train/reward_std": stats["reward_std"],
-            "train/baseline": self.baseline,  # already moved by this step; advantage_baseline is the one it used
+            # already moved by this step (NaN until a step sets it); advantage_baseline is the one it used
+            "train/baseline": self.baseline if self.baseline is not None else math.nan,
             "train/advantage_baseline": stats["baseline_used"],
             "train/lr": update["lr"],  # the lr this step's update used, read before the schedule moved it
             "train/entropy": s["entropy"] / max(s["answer_tokens"], 1.0),

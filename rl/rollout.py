@@ -13,7 +13,9 @@ One step on one rank (`RolloutCollector.collect`):
      by what it trains on rather than diluting the step with groups that carry no signal).
   3. rft keeps only the answers that are exactly right.
 Every group's outcome (its pair and how many of its G answers were exactly right) goes into the
-returned `RolloutStats`, for the problem sampler to learn from once every rank's are gathered.
+returned `RolloutStats`, for the problem sampler to learn from once every rank's are gathered, and
+so does the count of answers sampled from non-finite logits (`nonfinite`), for which the trainer
+skips the step (rl/math_trainer.py); a round that meets one ends the refills.
 
 Random streams are functions of (seed, rank, step) (rl/seeding.py): a resumed step draws what the
 uninterrupted one drew, as long as the problem sampler's state is restored too.
@@ -84,6 +86,7 @@ class RolloutStats:
     estimated: int = 0  # how many drawn problems have one
     keys: list = field(default_factory=list)  # per round, (groups,) int64 pair keys
     successes: list = field(default_factory=list)  # per round, (groups,) answers exactly right of G
+    nonfinite: int = 0  # answers sampled from non-finite logits (weights that overflowed): noise, not the policy
 
     def outcomes(self):
         """(keys, successes) of every group of every round, as int64 tensors (K,)."""
@@ -122,9 +125,9 @@ class RolloutCollector:
         a, b, selected, estimates = self.problem_sampler.draw(num_prompts, *rngs, exclude)
         prompts, solutions = (t.to(self.info.device) for t in env.encode(a, b))
         t0 = time.perf_counter()
-        generated, logp, entropy = self.model.generate(
+        generated, logp, entropy, nonfinite = self.model.generate(
             prompts, env.answer_len, temperature=c.rl_temperature, end_token=env.end_token, pad_token=env.pad_token,
-            generator=generator, num_samples=G, with_stats=True)
+            generator=generator, num_samples=G, with_stats=True, with_nonfinite=True)
         t1 = time.perf_counter()
         keys = pair_keys(env, a, b)
         # (clone: an inference-mode tensor may not enter autograd)
@@ -140,6 +143,7 @@ class RolloutCollector:
         stats.reward_seconds += time.perf_counter() - t1
         stats.rounds += 1
         stats.answers += len(rollout)
+        stats.nonfinite += int(nonfinite.sum())  # one sync a round, as the successes above already take
         stats.drawn += num_prompts
         stats.selected += int(selected.sum())
         stats.estimated += int(np.isfinite(estimates).sum())
@@ -161,7 +165,8 @@ class RolloutCollector:
                 informative = ~group_all_equal(batch.rewards, G)
                 kept.append(batch.select(informative.repeat_interleave(G)))
                 num_sampled, num_kept = num_sampled + len(informative), num_kept + int(informative.sum())
-                if num_kept >= num_prompts or stats.rounds > c.dynamic_sampling_max_rounds:
+                # a round that met non-finite logits ends the refills: the trainer skips this step anyway
+                if num_kept >= num_prompts or stats.rounds > c.dynamic_sampling_max_rounds or stats.nonfinite:
                     break
                 size = refill_size(num_prompts, num_sampled, num_kept, max_prompts=4 * num_prompts)
                 batch = self.sample_round(size, rngs, sampling, stats)

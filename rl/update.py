@@ -131,12 +131,17 @@ class Updater:
         # Nothing left on the parameters from elsewhere (a warm start's last backward) may join this step.
         for learner in learners:
             learner.optimizer.zero_grad(set_to_none=True)
-        sums = defaultdict(float)  # summed over micro-batches and optimizer steps; the trainer divides
-        sums.update(skipped=False, lr=learners[0].optimizer.param_groups[0]["lr"])  # the lr this step used
+        sums = self.no_step(learners, skipped=False)  # summed over micro-batches and optimizer steps
         for order in self.minibatch_orders(step, len(data)):
             for rows in torch.tensor_split(order, self.config.ppo_minibatches):  # a short batch need not divide
                 self.optimizer_step(learners, data, rows, loss_fn, sums, skip_zero)
         return sums
+
+    @staticmethod
+    def no_step(learners: list, skipped: bool) -> dict:
+        """The statistics of an RL step before any optimizer step: every sum 0 (the trainer divides them),
+        and the lr this step uses. skipped=True: what a step that takes no update at all reports."""
+        return defaultdict(float, skipped=skipped, lr=learners[0].optimizer.param_groups[0]["lr"])
 
     def minibatch_orders(self, step: int, num_rows: int) -> list:
         """The row order of each of the ppo_epochs passes (a shuffle per pass when a pass has

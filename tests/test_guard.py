@@ -1,9 +1,11 @@
-"""The numerical guard, for weights that are finite but so large that the logits overflow: sampling
-never raises and flags the rows that met non-finite logits (the others exactly as they were),
-evaluation (RL's and the warm start's) refuses to report a number, and the entry script ends with
-one line. Run: python -m pytest tests/test_guard.py"""
+"""The numerical guard over the whole step, for weights that are finite but so large that the logits
+overflow: sampling never raises and flags the rows that met non-finite logits (the others exactly as
+they were), a step whose sampling met one takes no update and learns nothing, max_bad_steps of them
+stop the run, evaluation (RL's and the warm start's) refuses to report a number, and the entry
+script ends with one line. Run: python -m pytest tests/test_guard.py"""
 
 import copy
+import math
 
 import pytest
 import torch
@@ -16,6 +18,8 @@ from rl.warm_start import init_policy
 
 END, PAD = 11, 12
 HUGE = 1e30  # finite weights times this are still finite, but the activations overflow to inf or nan
+SAMPLING_ERROR = ("non-finite logits while sampling ({n} steps in a row skipped, up to step {step}): the policy's "
+                  "weights have overflowed; lower learning_rate, keep grad_clip on, or check the file init_from loaded")
 EVAL_ERROR = ("non-finite logits in greedy evaluation on the {split} split ({n} of {n} problems): the policy's "
               "weights have overflowed; lower learning_rate (sft_learning_rate in the warm start), keep grad_clip "
               "on, or check the file init_from loaded")
@@ -31,6 +35,30 @@ def blow_up(model):
     with torch.no_grad():
         model.wte.weight.mul_(HUGE)
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def clone_state(trainer) -> dict:
+    return copy.deepcopy({**trainer.actor.state_dict(("model", "optimizer", "scheduler")),
+                          "baseline": trainer.baseline, "problem_sampler": trainer.problem_sampler.state_dict()})
+
+
+def assert_same(a, b):
+    """Nested dicts and lists of tensors and numbers, equal bit for bit."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys() and all(assert_same(a[k], b[k]) is None for k in a)
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b) and all(assert_same(x, y) is None for x, y in zip(a, b))
+    else:
+        assert torch.equal(a, b) if torch.is_tensor(a) else a == b
+
+
+def assert_learned_nothing(trainer, before: dict):
+    """Weights, optimizer state, baseline and problem sampler exactly as in `before` (the learning
+    rate may move: the schedule follows RL steps, skipped or not)."""
+    now = clone_state(trainer)
+    for key in ("model", "baseline", "problem_sampler"):
+        assert_same(before[key], now[key])
+    assert_same(before["optimizer"]["state"], now["optimizer"]["state"])
 
 
 # ---- sampling ------------------------------------------------------------------------------------
@@ -79,6 +107,46 @@ def test_finite_logits_over_a_small_temperature_are_flagged_when_they_overflow()
     draw = lambda **how: model.generate(prompts, 4, with_nonfinite=True, **how)[1]
     assert not draw(greedy=True).any() and not draw(temperature=1.0).any()
     assert draw(temperature=1e-4).all()
+
+
+# ---- the trainer ---------------------------------------------------------------------------------
+def test_a_step_whose_sampling_met_non_finite_logits_learns_nothing_and_max_bad_steps_stop_the_run():
+    trainer = make_trainer(max_bad_steps=3)  # the tiny preset samples problems by replay: state to protect
+    trainer.train_step()  # a normal step first: the baseline and the replay buffer hold something
+    good = copy.deepcopy(trainer.model.state_dict())
+    blow_up(trainer.model)
+    for expected in (1, 2):
+        before = clone_state(trainer)
+        metrics = trainer.train_step()
+        assert metrics["train/skipped_steps"] == expected and trainer.bad_steps_in_a_row == expected
+        assert all(math.isfinite(v) for v in metrics.values())  # the metrics of a skipped step are still numbers
+        assert metrics["train/grad_norm"] == 0.0 and metrics["train/policy_loss"] == 0.0  # nothing was forwarded
+        assert_learned_nothing(trainer, before)
+    trainer.model.load_state_dict(good)
+    trainer.train_step()  # finite again: it updates and ends the run of bad steps
+    assert trainer.bad_steps_in_a_row == 0 and trainer.num_skipped_steps == 2
+    assert not torch.equal(good["wte.weight"], trainer.model.wte.weight)
+    blow_up(trainer.model)
+    trainer.train_step()
+    trainer.train_step()
+    with pytest.raises(TrainingError) as stop:
+        trainer.train_step()
+    assert str(stop.value) == SAMPLING_ERROR.format(n=3, step=7)
+
+
+@pytest.mark.parametrize("overrides", [dict(rl_algorithm="ppo_critic"), dict(rl_algorithm="dpo"),
+                                       dict(rl_algorithm="rft", rewards="exact_match:1.0"),
+                                       dict(kl_coef=0.1, kl_estimator="k1", problem_sampler="prioritized"),
+                                       dict(rl_algorithm="grpo", dynamic_sampling=True, dynamic_sampling_max_rounds=3)])
+def test_a_first_step_of_broken_sampling_is_skipped_whatever_the_algorithm(overrides):
+    trainer = make_trainer(**overrides)
+    blow_up(trainer.model)
+    before = clone_state(trainer)
+    metrics = trainer.train_step()  # no crash on the way to the metrics
+    assert metrics["train/skipped_steps"] == 1 and trainer.bad_steps_in_a_row == 1
+    assert metrics["train/sampling_rounds"] == 1  # a round that met non-finite logits ends dynamic sampling's refills
+    assert trainer.baseline is None and math.isnan(metrics["train/baseline"])  # no baseline learned from noise
+    assert_learned_nothing(trainer, before)
 
 
 # ---- evaluation ----------------------------------------------------------------------------------
