@@ -131,17 +131,7 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume: R
                f"{progress_path(config.out_dir)}; run the same command to continue")
         return 0
     logger = make_logger(config, info.is_main, not cli.no_wandb, snap.get("wandb_run_id") if snap else None)
-    # every setting a resume changed, at the step it changed (rl/snapshot.py RESUMABLE): what ran, in full
-    history = (snap or {}).get("changed_on_resume", []) + (
-        [{"step": trainer.step, **{k: list(v) for k, v in resume.changes.items()}}] if resume.changes else [])
-    save = lambda: save_step(trainer, {"wandb_run_id": logger.run_id, "changed_on_resume": history},
-                             config.keep_snapshots, info)
-    # Each write below is rank 0's, and every rank learns if it failed (a full disk): all stop with one line.
-    log = lambda metrics, step: save_on_main(lambda: logger.log(metrics, step=step), metrics_path(config.out_dir),
-                                             "the snapshots are intact", info)
-    resolved = {"config_name": config.name, **config.to_dict(), **({"changed_on_resume": history} if history else {})}
-    save_on_main(lambda: write_json(config_path(config.out_dir), resolved, unless_equal=True),
-                 config_path(config.out_dir), "the snapshots are intact", info)  # so the tools read what ran
+    save, log = writers(trainer, resume, logger)
     start, start_metrics = None, {}  # start stays None on a resumed run: no start accuracy in its summary
     if trainer.step == 0:  # a resumed run logged its step 0 already
         start = evaluate_and_report(trainer, start_metrics, "RL starts from ")
@@ -182,6 +172,23 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume: R
     write_summary(trainer, result, start, {**totals, "t_start": t_start}, init_info)
     logger.finish()
     return 0
+
+
+def writers(trainer: MathRLTrainer, resume: Resume, logger):
+    """save() a snapshot and log(metrics, step), after writing config.json. Each write is rank 0's, and
+    every rank learns if it failed (a full disk): all stop with one line (rl/snapshot.py save_on_main)."""
+    config, info, out = trainer.config, trainer.info, trainer.config.out_dir
+    # every setting a resume changed, at the step it changed (rl/snapshot.py RESUMABLE): what ran, in full
+    history = (resume.snap or {}).get("changed_on_resume", []) + (
+        [{"step": trainer.step, **{k: list(v) for k, v in resume.changes.items()}}] if resume.changes else [])
+    resolved = {"config_name": config.name, **config.to_dict(), **({"changed_on_resume": history} if history else {})}
+    save_on_main(lambda: write_json(config_path(out), resolved, unless_equal=True), config_path(out),
+                 "the snapshots are intact", info)  # beside the metrics, so the tools read what actually ran
+    save = lambda: save_step(trainer, {"wandb_run_id": logger.run_id, "changed_on_resume": history},
+                             config.keep_snapshots, info)
+    log = lambda metrics, step: save_on_main(lambda: logger.log(metrics, step=step), metrics_path(out),
+                                             "the snapshots are intact", info)
+    return save, log
 
 
 def write_summary(trainer: MathRLTrainer, result, start, totals: dict, init_info: dict):
@@ -244,10 +251,10 @@ def main(argv=None) -> int:
         return code
     except SnapshotWriteError as e:
         print0(f"error: {e}", file=sys.stderr)
-        return 2  # a file of the run folder not written (a full disk, or weights not finite); the previous one is intact
+        return 2  # a file of the run folder not written (a full disk, or weights not finite); the old one is intact
     except TrainingError as e:
         print0(f"error: {e}", file=sys.stderr)
-        return 1  # the run's own failure: max_bad_steps non-finite steps in a row
+        return 1  # the run's own failure: non-finite numbers (max_bad_steps skipped steps in a row, or an evaluation)
     finally:  # on every way out: main() also runs in-process (the tests), and the next call needs these free
         stop.restore()
         lock.release()

@@ -7,7 +7,7 @@ from elsewhere cannot run code. It carries `model_args`, so it can rebuild its o
 files live, their names, and the folder's crash-consistency invariants are rl/run_dir.py's.
 
 Every way a file can be bad (missing, empty, truncated, not a torch file, holding code, of another
-kind, of another model or task, with tensors missing or misshapen) is a ConfigError of one line,
+kind, of another model or task, with tensors missing, misshapen or not finite) is a ConfigError of one line,
 and `newest_valid_snapshot` falls back past each such file to an older snapshot.
 """
 
@@ -91,7 +91,7 @@ def load_snapshot(path: str) -> dict:
 
 def check_weights(snap: dict, path: str):
     """ConfigError unless snap["model"] holds exactly the tensors, of the shapes, that a GPT of
-    snap["model_args"] has (checked on the meta device: no memory, no time)."""
+    snap["model_args"] has (checked on the meta device: no memory, no time), all finite."""
     try:
         with torch.device("meta"):
             expected = GPT(GPTConfig(**snap["model_args"])).state_dict()
@@ -106,6 +106,9 @@ def check_weights(snap: dict, path: str):
         if names:
             raise ConfigError(f"{path} {what} weights ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) "
                               f"for its model_args; it is damaged or not a MathRL snapshot")
+    broken = [k for k in expected if weights[k].is_floating_point() and not torch.isfinite(weights[k]).all()]
+    if broken:  # (this project never saves such weights: rl/snapshot.py save_step, rl/warm_start.py)
+        raise ConfigError(f"{path} holds non-finite weights ({', '.join(broken[:3])}); it cannot be started from")
 
 
 def check_rl_snapshot(snap: dict, path: str):

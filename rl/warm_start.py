@@ -31,7 +31,7 @@ from configs.base import BaseRLConfig, ConfigError
 from rl import dist, seeding
 from rl.algorithms import answer_logits
 from rl.dist import print0
-from rl.evaluate import evaluate
+from rl.evaluate import TrainingError, evaluate
 from rl.math_env import MathEnvironment
 from rl.run_dir import progress_path, warm_start_path
 from rl.snapshot import check_compatible, load_snapshot, save_atomic, save_on_main
@@ -157,6 +157,9 @@ def restore_progress(config: BaseRLConfig, model, optimizer, scheduler, world_si
 
 def save_progress(config: BaseRLConfig, model, optimizer, scheduler, state: dict, info: dist.DistInfo):
     path = progress_path(config.out_dir)
+    if not all(torch.isfinite(p).all() for p in model.parameters()):  # the same weights on every rank
+        raise TrainingError(f"the warm start's weights are not finite at step {state['step']}, so they are not saved "
+                            f"(the previous progress is intact); lower sft_learning_rate or keep grad_clip on")
     save_on_main(lambda: save_atomic({"kind": "warm_start_progress", "model": model.state_dict(),
                                       "model_args": config.model_args(), "optimizer": optimizer.state_dict(),
                                       "scheduler": scheduler.state_dict(),

@@ -89,6 +89,12 @@ def another_kind(path):
                 "task": snap["task"]}, path)
 
 
+def not_finite(path):
+    snap = load(path)
+    snap["model"]["wpe.weight"][3, 1] = float("nan")
+    torch.save(snap, path)
+
+
 def not_a_dict(path):
     torch.save([1, 2, 3], path)
 
@@ -102,6 +108,7 @@ BAD_FILES = {  # name -> (make it bad in place, what the one line says of it)
     "a tensor missing": (without_a_tensor, "lacks weights (wpe.weight) for its model_args"),
     "a tensor misshapen": (misshapen, "has misshapen weights (wpe.weight) for its model_args"),
     "not a dict": (not_a_dict, "is not a MathRL snapshot (no model and model_args in it)"),
+    "a tensor not finite": (not_finite, "holds non-finite weights (wpe.weight); it cannot be started from"),
 }
 
 
@@ -156,6 +163,18 @@ def test_when_no_snapshot_can_be_read_nothing_is_deleted_and_the_run_says_how_to
     assert warnings[0].endswith("falling back to the previous snapshot")
     assert warnings[1].endswith("no older snapshot is left")
     assert files(out) == before
+
+
+def test_a_warm_start_whose_weights_blew_up_stops_before_saving_them(tmp_path, capsys):
+    """A learning rate of 1e4 without clipping: the weights overflow within a few steps, and the progress
+    save refuses them (exit 1) rather than writing what the same command would continue from."""
+    out = tmp_path / "run"
+    args = [*args_with(ARGS, init_from="sft", sft_max_steps=40, sft_learning_rate=1e4, grad_clip=0, sft_warmup_steps=0,
+                       sft_target_accuracy=1.0, sft_eval_interval=40, sft_save_interval=10), f"--out_dir={out}"]
+    line = one_line(capsys, args, code=1)
+    assert line == ("error: the warm start's weights are not finite at step 10, so they are not saved (the previous "
+                    "progress is intact); lower sft_learning_rate or keep grad_clip on")
+    assert not (out / "warm_start_progress.pt").exists()
 
 
 # ---- metrics.jsonl ------------------------------------------------------------------------------------
