@@ -387,6 +387,8 @@ class BaseRLConfig:
             raise ConfigError(f"each of the {world_size} processes samples {local} answers per step, "
                               f"which rl_ga_steps={self.rl_ga_steps} does not divide")
         self._check_minibatch_rows({k: getattr(self, k) for k in ALGORITHM_FIELDS}, world_size)
+        if self.problem_sampler == "prioritized":
+            self._check_prioritized_draws(world_size)
 
     def _check_minibatch_rows(self, settings: dict, world_size: int):
         """Each process splits its rows of a step into ppo_minibatches optimizer steps (rl/update.py):
@@ -406,6 +408,21 @@ class BaseRLConfig:
             raise ConfigError(f"ppo_minibatches={minibatches} is more than the {rows} {what} each process trains "
                               f"on per step at most ({share} prompts x {each}), so some optimizer steps would "
                               f"have nothing to train on; use at most {rows}")
+
+    def _check_prioritized_draws(self, world_size: int):
+        """The prioritized sampler draws distinct training pairs within a step on each process, a
+        refill round none drawn before in it (rl/rollout.py: up to 4 x the prompts a round, for up to
+        dynamic_sampling_max_rounds rounds); past the train split's pairs numpy's draw fails mid-run."""
+        prompts = self.rl_batch_size // world_size
+        rounds = self.dynamic_sampling_max_rounds if self.dynamic_sampling else 0
+        most = prompts * (1 + 4 * rounds)
+        pairs = MathEnvironment(**self.task_args()).split_size("train")
+        if most > pairs:
+            refills = f" and up to {rounds} refill round{'s' if rounds > 1 else ''} of 4 x {prompts}" if rounds else ""
+            raise ConfigError(f"problem_sampler=prioritized draws up to {most} distinct training pairs a step on each "
+                              f"process ({prompts} prompts{refills}), but the train split has {pairs}; lower "
+                              f"rl_batch_size{' or dynamic_sampling_max_rounds' if rounds else ''}, or use "
+                              f"problem_sampler=replay")
 
     def model_args(self) -> dict:
         keys = ("vocab_size", "n_position", "n_layer", "n_head", "n_embed", "dropout", "bias", "tie_weights")

@@ -247,6 +247,27 @@ def test_minibatches_are_bounded_by_each_process_s_rows():
         dpo.validate_world_size(8)
 
 
+def test_prioritized_draws_that_the_train_split_cannot_fill_are_refused():
+    """The prioritized sampler draws distinct pairs within a step, refill rounds (up to 4 x the prompts
+    each) none drawn before: 1-digit addition has 83 training pairs, and numpy's draw failed mid-run past
+    them ("Fewer non-zero entries in p than size")."""
+    small = dict(ndigit=1, n_position=10, problem_sampler="prioritized")
+    at_most = get_config_class("AdderRLConfig")(**small, rl_batch_size=16).get_args_ready()  # 16 + 4 x 16 = 80
+    at_most.validate_world_size(1)
+    with pytest.raises(ConfigError) as e:
+        get_config_class("AdderRLConfig")(**small, rl_batch_size=17).get_args_ready().validate_world_size(1)
+    assert str(e.value) == ("problem_sampler=prioritized draws up to 85 distinct training pairs a step on each process "
+                            "(17 prompts and up to 1 refill round of 4 x 17), but the train split has 83; lower "
+                            "rl_batch_size or dynamic_sampling_max_rounds, or use problem_sampler=replay")
+    grpo = get_config_class("AdderRLConfig")(**small, rl_algorithm="grpo", rl_batch_size=96).get_args_ready()
+    with pytest.raises(ConfigError) as e:
+        grpo.validate_world_size(1)
+    assert str(e.value) == ("problem_sampler=prioritized draws up to 96 distinct training pairs a step on each process "
+                            "(96 prompts), but the train split has 83; lower rl_batch_size, or use "
+                            "problem_sampler=replay")
+    grpo.validate_world_size(2)  # each process draws its own 48
+
+
 # ---- a pool of worked examples larger than the train split (refused before start, not in the warm start)
 @pytest.mark.parametrize("argv,pairs", [
     (["--config_name", "ScarceMultiplierRLConfig"], 8461),  # 2-digit multiplication's training pairs
