@@ -246,7 +246,8 @@ def check_done(c: BaseRLConfig, model, state: dict, step: int) -> bool:
     """After a validation check: keep the best weights when patience may need them, and say whether the
     warm start is done: the target reached, or patience run out, and then the best weights are back
     (supervised training for as long as it helped, not sft_patience steps past it)."""
-    if state["accuracy"] > state["best"]:
+    # the first check counts as the best so far, whatever its accuracy (0 too), so there are weights to go back to
+    if state["accuracy"] > state["best"] or (c.sft_patience and state["best_model"] is None):
         state["best"], state["best_step"] = state["accuracy"], step
         if c.sft_patience:  # a copy per improvement; saved with the progress, so a continued run has it too
             state["best_model"] = {k: v.detach().clone() for k, v in model.state_dict().items()}

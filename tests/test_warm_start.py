@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import TINY_ARGS, assert_same_state, load, make_config, make_trainer, run
+from helpers import TINY_ARGS, args_with, assert_same_state, load, make_config, make_trainer, run
 from rl import warm_start
 from rl.dist import DistInfo
 from rl.evaluate import EvalResult
@@ -52,7 +52,7 @@ def test_the_stopping_rule_checks_every_step_from_half_the_target(tmp_path, monk
 def test_a_cached_warm_start_gives_exactly_what_training_it_gives(tmp_path):
     """The same command twice: the first trains the warm start, the second reuses it from out_dir.
     After RL steps every tensor of the two runs is equal."""
-    args = [*TINY_ARGS, "--no_wandb", "--init_from=sft", "--sft_max_steps=8", "--sft_eval_interval=4",
+    args = [*args_with(TINY_ARGS, init_from="sft"), "--no_wandb", "--sft_max_steps=8", "--sft_eval_interval=4",
             "--sft_num_eval=20", "--rl_train_steps=4", "--save_interval=4", "--resume=never", f"--out_dir={tmp_path}"]
     first = run(args)
     trained = load(tmp_path / "rl_snapshot_4.pt")
@@ -172,6 +172,21 @@ def test_patience_stops_the_warm_start_when_validation_stops_improving(tmp_path,
     assert not all(torch.equal(v, weights[-1][k]) for k, v in final.items())
 
 
+def test_patience_that_runs_out_before_any_improvement_goes_back_to_the_first_check(tmp_path, monkeypatch):
+    """Validation at 0 at every check: the first check is the best (was: no weights to go back to, a
+    TypeError), so the warm start stops sft_patience steps after it, with its weights."""
+    weights = []
+
+    def scripted(model, *a, **kw):
+        weights.append({k: v.clone() for k, v in model.state_dict().items()})
+        return EvalResult(0.0, 0.0, None, 20, "validation")
+    monkeypatch.setattr(warm_start, "evaluate", scripted)
+    trainer = make_trainer(out_dir=str(tmp_path), **dict(SFT, sft_max_steps=50, sft_eval_interval=2, sft_patience=5))
+    result = warm_start.train_warm_start(trainer.config, trainer.env, trainer.model, DistInfo())
+    assert result[:2] == (8, 0.0) and len(weights) == 4  # checks at 2 (the best), 4, 6, 8 (6 >= 5 since): stop
+    assert all(torch.equal(v, weights[0][k]) for k, v in trainer.model.state_dict().items())
+
+
 def test_a_scarce_warm_start_sees_only_its_fixed_pool_of_worked_examples(monkeypatch):
     config = make_config(**SFT, sft_worked_examples=64)
     trainer = make_trainer(**SFT, sft_worked_examples=64)
@@ -186,7 +201,6 @@ def test_a_scarce_warm_start_sees_only_its_fixed_pool_of_worked_examples(monkeyp
     for step in range(3):
         warm_start.supervised_step(trainer.model, trainer.env, None, config, DistInfo(), step)
     assert set(seen) <= pool and len(seen) == 3 * SFT["sft_batch_size"]
-    big = make_config(**SFT, sft_worked_examples=10 ** 6)
     with pytest.raises(warm_start.ConfigError, match=r"^sft_worked_examples=1000000 but the train split has only "
-                       r"\d+ pairs; set it to at most \d+ \(0 for all\)$"):
-        warm_start.training_pairs(big, trainer.env, 4, np.random.default_rng(0))
+                       r"\d+ pairs; set it to at most \d+ \(0 for all\)$"):  # refused before start
+        make_config(**SFT, sft_worked_examples=10 ** 6)
