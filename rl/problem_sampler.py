@@ -124,7 +124,10 @@ class PrioritizedSampler:
         """(K,) the chance of each training pair to be the next one drawn: p(1-p) + floor, normalised,
         0 for the pairs in `exclude`."""
         w = estimates * (1.0 - estimates) + self.floor
-        w[np.searchsorted(self.keys, exclude[np.isin(exclude, self.keys)])] = 0.0
+        excluded = np.searchsorted(self.keys, exclude[np.isin(exclude, self.keys)])
+        if self.floor == 0 and not w.sum() > 0:  # every pair known solved or hopeless: none is likelier than another
+            w = np.ones_like(w)
+        w[excluded] = 0.0
         return w / w.sum()
 
     def draw(self, n: int, problems_rng, selection_rng, exclude: np.ndarray):

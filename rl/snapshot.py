@@ -236,8 +236,12 @@ def save_step(trainer, extra: dict, keep: int, info: dist.DistInfo) -> str:
 
 def check_compatible(snap: dict, path: str, model_args: dict, task: dict):
     """One line naming both shapes (or tasks) when a snapshot does not fit the config."""
+    shown = ["n_layer", "n_head", "n_embed", "n_position", "vocab_size"]  # and whatever else differs (dropout, say)
+    shown += sorted(k for k in {*snap["model_args"], *model_args} - set(shown)
+                    if snap["model_args"].get(k) != model_args.get(k))
+
     def shape(args):
-        return ", ".join(f"{k}={args.get(k)}" for k in ("n_layer", "n_head", "n_embed", "n_position", "vocab_size"))
+        return ", ".join(f"{k}={args.get(k)}" for k in shown)
     if snap["model_args"] != model_args:
         raise ConfigError(f"{path} holds a model of {shape(snap['model_args'])} but the config asks for "
                           f"{shape(model_args)}; use a matching config or --resume=never")

@@ -56,6 +56,17 @@ def test_prioritized_update_estimate_and_draw_probabilities_by_hand():
     assert excluded[1] == 0 and excluded[0] == pytest.approx(w(11 / 15) / (total - w(11 / 48)))
 
 
+def test_prioritized_with_no_floor_draws_uniformly_when_no_pair_has_signal():
+    """priority_floor=0 and every estimate 0 (every group so far all wrong): every weight p(1-p) is 0,
+    so the draw is uniform over the pairs not excluded (was: probabilities of 0/0, a crash mid-run)."""
+    s = PrioritizedSampler(ENV, floor=0.0, decay=0.5)
+    s.observe(s.keys, np.zeros(len(s.keys)), G=8)
+    probs = s.probabilities(s.estimates(), np.array([s.keys[0]]))
+    assert probs[0] == 0 and np.allclose(probs[1:], 1 / (len(s.keys) - 1))
+    a, b, _, _ = s.draw(5, np.random.default_rng(0), np.random.default_rng(1), NONE)
+    assert len(set(zip(a.tolist(), b.tolist()))) == 5
+
+
 def test_prioritized_draws_follow_the_probabilities():
     s = PrioritizedSampler(ENV, floor=0.01, decay=0.5)
     s.observe(s.keys[:3], [8, 4, 0], G=8)  # solved, half right, never right

@@ -59,6 +59,15 @@ def test_a_snapshot_holds_no_absolute_path(tmp_path):
     assert trainer.state_dict()["config"]["out_dir"] == ""
 
 
+def test_a_model_that_differs_only_in_dropout_is_named_by_it():
+    args = {"n_layer": 1, "n_head": 2, "n_embed": 32, "n_position": 64, "vocab_size": 14, "dropout": 0.0}
+    with pytest.raises(snapshot.ConfigError) as e:
+        snapshot.check_compatible({"model_args": args, "task": {}}, "x.pt", {**args, "dropout": 0.1}, {})
+    assert str(e.value) == ("x.pt holds a model of n_layer=1, n_head=2, n_embed=32, n_position=64, vocab_size=14, "
+                            "dropout=0.0 but the config asks for n_layer=1, n_head=2, n_embed=32, n_position=64, "
+                            "vocab_size=14, dropout=0.1; use a matching config or --resume=never")
+
+
 def test_a_file_that_does_not_say_its_task_is_refused():
     args = {"n_layer": 1}
     with pytest.raises(snapshot.ConfigError, match="x.pt does not say which task it was trained on; it cannot be "
