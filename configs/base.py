@@ -230,7 +230,7 @@ class BaseRLConfig:
     keep_snapshots: int = 3
     """newest snapshots kept in out_dir; older ones are deleted once a newer one is complete (> 0)"""
     max_bad_steps: int = 5
-    """stop after this many updates in a row skipped for a non-finite loss or gradient norm (> 0)"""
+    """stop after this many updates in a row skipped for a non-finite loss, gradient norm or sampling logits (> 0)"""
     log_interval: int = 10
     """RL steps between console lines (> 0)"""
     eval_batch_size: int = 500

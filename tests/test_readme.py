@@ -1,6 +1,7 @@
 """Results as data (rl/tools/results.py, rl/tools/readme.py): the README's result tables equal what
 the files in results/ say, every file says how and where it was measured, a measuring tool skips a
-run whose file exists, and the plots are matplotlib's (one line on how to install it when missing).
+run whose file exists, and the plots are matplotlib's (one line on how to install it when missing);
+and every row of docs/guarantees.md's audit table names a test that exists.
 Run: python -m pytest tests/test_readme.py"""
 
 import argparse
@@ -183,3 +184,14 @@ def test_what_rl_adds_lists_each_config_by_pool_size_with_medians_over_seeds():
                                                              ["| S", "sft_worked_examples=1024", "1024"]]
     assert table[3] == ("| S | sft_worked_examples=768 | 768 | 2 | 600 (600-600) | 0.750 (0.700-0.800) | "
                         "0.970 (0.960-0.980) | 0.840 (0.830-0.850) | 400 (400-400) | 500 (500-500) |")
+
+
+def test_every_row_of_the_guarantees_table_names_a_test_that_exists():
+    rows = [line for line in (REPO / "docs" / "guarantees.md").read_text().splitlines()
+            if line.startswith("| ") and not line.startswith("| input |")]
+    missing = []
+    for row in rows:
+        file, name = row.rstrip(" |").rsplit("| ", 1)[1].strip("`").split("::")
+        if f"def {name}(" not in (REPO / "tests" / file).read_text():
+            missing.append(f"{file}::{name}")
+    assert len(rows) >= 50 and missing == []

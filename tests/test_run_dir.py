@@ -129,6 +129,15 @@ def test_each_bad_file_is_one_line_for_resume_init_from_and_the_cached_warm_star
     assert line.startswith(f"error: cached warm start: ") and says in line, line
 
 
+def test_a_file_of_another_kind_given_to_resume_says_where_it_belongs(tmp_path, capsys, finished):
+    warm = tmp_path / "warm.pt"
+    shutil.copy(finished / "rl_snapshot_4.pt", warm)
+    another_kind(warm)
+    line = one_line(capsys, [*ARGS, f"--out_dir={tmp_path / 'run'}", f"--resume={warm}"])
+    assert line == (f"error: --resume: {warm} is not an RL snapshot (warm_start); to start RL from its weights use "
+                    f"--init_from={warm}; pass another file or --resume=never")
+
+
 @pytest.mark.parametrize("kind", [*BAD_FILES, "another kind"])
 def test_the_run_falls_back_past_each_bad_newest_snapshot_and_sets_it_aside(tmp_path, capsys, finished, kind):
     """Snapshot 4 spoiled: the same command resumes from 2, ends in exactly the finished run's state,
