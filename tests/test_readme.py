@@ -159,13 +159,14 @@ def test_a_gone_warm_start_is_trained_again_and_must_match_the_runs(tmp_path, mo
     monkeypatch.setattr(benchmark.launch, "run", run)
     row = {"out_dir": str(tmp_path / "gone"), "warm_start_steps": 120, "warm_start_validation": 0.552}
     if validation == 0.552:
-        assert benchmark.restore_warm_start(row, "AdderRLConfig", 2, ["k=1"]) == (
+        assert benchmark.restore_warm_start(row, "AdderRLConfig", 2, ["k=1", "rl_train_steps=100"]) == (
             "the warm start trained again (same steps and validation as the run's)")
     else:
         with pytest.raises(SystemExit) as e:
-            benchmark.restore_warm_start(row, "AdderRLConfig", 2, ["k=1"])
+            benchmark.restore_warm_start(row, "AdderRLConfig", 2, ["k=1", "rl_train_steps=100"])
         assert str(e.value) == ("the warm start trained again differs from the run's (steps, validation "
                                 "(120, 0.551) against (120, 0.552)): add --rerun to run the whole run again")
+    # the warm start alone: the run's own --set rl_train_steps is not given twice
     assert calls == [["--config_name", "AdderRLConfig", "--seed=2", "--no_wandb", f"--out_dir={tmp_path / 'gone'}",
                       "--resume=never", "--rl_train_steps=0", "--k=1"]]
 

@@ -167,6 +167,8 @@ def restore_warm_start(row: dict, config_name: str, seed: int, overrides: list) 
     the same warm start), checked against the warm start the run's file describes."""
     out_dir = row["out_dir"]
     os.makedirs(out_dir, exist_ok=True)
+    # the warm start alone: rl_train_steps=0 in place of any --set of it (an option is given once)
+    overrides = [kv for kv in overrides if not kv.startswith("rl_train_steps=")]
     launch.run(script_args(config_name, seed, out_dir, ["--rl_train_steps=0"], overrides),
                log_path=run_dir.log_path(out_dir))
     s = run_dir.read_summary(out_dir)
