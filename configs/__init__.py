@@ -7,7 +7,8 @@ import difflib
 import importlib
 import pkgutil
 
-from configs.base import BaseRLConfig, ConfigError
+from configs.base import BaseRLConfig
+from rl.errors import ConfigError
 
 # not a module of presets: the command line, which imports this package back (scanning it would loop)
 NOT_SCANNED = ("cli",)

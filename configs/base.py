@@ -15,6 +15,7 @@ from typing import Optional, Union, get_args, get_origin
 from model.gpt import GPTConfig
 from rl.algorithms import ALGORITHMS, resolve
 from rl.dist import check_device_and_backend
+from rl.errors import ConfigError  # (re-exported: from configs.base import ConfigError keeps working)
 from rl.math_env import MathEnvironment
 from rl.math_reward import parse_reward_spec
 from rl.objectives import OBJECTIVES, objective_class
@@ -56,10 +57,6 @@ def field_type(f) -> type:
     if get_origin(f.type) is Union:
         return next(t for t in get_args(f.type) if t is not type(None))
     return f.type
-
-
-class ConfigError(ValueError):
-    """A setting is invalid; the message is one line that says what is wrong and how to fix it."""
 
 
 @dataclass

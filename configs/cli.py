@@ -17,7 +17,8 @@ import math
 from dataclasses import dataclass, field, fields
 
 from configs import get_config_class
-from configs.base import BaseRLConfig, ConfigError, field_type
+from configs.base import BaseRLConfig, field_type
+from rl.errors import ConfigError
 
 FLAGS = ("config_name", "debug", "no_wandb", "resume", "help")
 

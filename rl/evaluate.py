@@ -15,13 +15,9 @@ from typing import Optional
 import torch
 
 from rl import dist
+from rl.errors import TrainingError  # (re-exported: from rl.evaluate import TrainingError keeps working)
 from rl.math_env import MathEnvironment
 from rl.math_reward import digit_match, exact_match, steps_match
-
-
-class TrainingError(RuntimeError):
-    """The run cannot go on (numbers blew up); the message says why and what to try. Defined here, where
-    both evaluation and the trainer (rl/math_trainer.py, which re-exports it) can raise it."""
 
 
 @dataclass

@@ -68,7 +68,8 @@ from model.gpt import GPT, GPTConfig
 from rl import dist
 from rl.algorithms import (KL_PLACEMENT, compute_kl, group_all_equal, kl_reward_penalty, masked,
                            policy_logprobs, update_baseline)
-from rl.evaluate import EvalResult, TrainingError, evaluate  # TrainingError's home; rl_ddp.py imports it from here
+from rl.errors import TrainingError  # (re-exported: from rl.math_trainer import TrainingError keeps working)
+from rl.evaluate import EvalResult, evaluate
 from rl.math_env import MathEnvironment
 from rl.math_reward import exact_match, parse_reward_spec
 from rl.objectives import make_objective

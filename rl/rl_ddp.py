@@ -21,16 +21,17 @@ if __package__ in (None, ""):  # run as a script (python rl/rl_ddp.py): make the
 from tqdm import tqdm
 
 from configs import get_config_class  # noqa: F401  (the original's API: from rl.rl_ddp import get_config_class)
-from configs.base import BaseRLConfig, ConfigError
+from configs.base import BaseRLConfig
 from configs.cli import CommandLine, build_config, parse_command_line, print_help
 from rl import dist
 from rl.dist import print0
+from rl.errors import ConfigError, MetricsError, SnapshotWriteError, TrainingError
 from rl.logger import make_logger
-from rl.math_trainer import MathRLTrainer, TrainingError
+from rl.math_trainer import MathRLTrainer
 from rl.run_control import GracefulStop, RunLock, check_writable
-from rl.run_dir import (MetricsError, config_path, metrics_path, progress_path, read_config, read_metrics,
-                        remove_snapshots, remove_temporaries, set_aside, summary_path, truncate_metrics, write_json)
-from rl.snapshot import Resume, SnapshotWriteError, check_init_from, find_resume, save_on_main, save_step
+from rl.run_dir import (config_path, metrics_path, progress_path, read_config, read_metrics, remove_snapshots,
+                        remove_temporaries, set_aside, summary_path, truncate_metrics, write_json)
+from rl.snapshot import Resume, check_init_from, find_resume, save_on_main, save_step
 from rl.warm_start import check_cache, init_policy
 
 

@@ -14,7 +14,7 @@ import fcntl
 import os
 import signal
 
-from configs.base import ConfigError
+from rl.errors import ConfigError
 from rl.run_dir import lock_path
 
 

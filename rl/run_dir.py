@@ -38,13 +38,11 @@ import re
 import shutil
 import time
 
+from rl.errors import MetricsError, WriteError  # (re-exported: from rl.run_dir import WriteError keeps working)
+
 SNAPSHOT_RE = re.compile(r"^rl_snapshot_(\d+)\.pt$")
 TMP_RE = re.compile(r"\.tmp\.\d+$")  # write_atomic's temporaries: <name>.tmp.<pid>
 SET_ASIDE = "set_aside"
-
-
-class WriteError(OSError):
-    """A file of the run folder could not be written (a full disk, say); its previous version is intact."""
 
 
 def snapshot_path(out_dir: str, step: int) -> str:
@@ -191,10 +189,6 @@ def set_aside(out_dir: str, step: int, snapshots: list) -> str:
 
 
 # ---- metrics and results ----------------------------------------------------------------------------
-class MetricsError(ValueError):
-    """metrics.jsonl is damaged where no crash can damage it (not its last line)."""
-
-
 def _metrics_lines(out_dir: str, warn=None) -> list:
     """[(raw line, parsed dict)] of metrics.jsonl: see read_metrics."""
     path = metrics_path(out_dir)

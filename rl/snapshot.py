@@ -18,11 +18,12 @@ from typing import Optional
 
 import torch
 
-from configs.base import BaseRLConfig, ConfigError
+from configs.base import BaseRLConfig
 from model.gpt import GPT, GPTConfig
 from rl import dist
 from rl.dist import print0
-from rl.run_dir import WriteError, prune_snapshots, snapshot_path, snapshot_steps, write_atomic
+from rl.errors import ConfigError, SnapshotWriteError, WriteError  # (re-exported: from rl.snapshot import ... works)
+from rl.run_dir import prune_snapshots, snapshot_path, snapshot_steps, write_atomic
 
 # What a resumed run may change: each shapes only the steps from the resumed one on (the schedule is
 # recomputed from the config at every load: rl/update.py), and a change is recorded in config.json and
@@ -34,11 +35,6 @@ RESUMABLE = ("learning_rate", "critic_learning_rate", "min_lr_ratio", "warmup_st
 # what a snapshot of RL holds beside the model (MathRLTrainer.state_dict); checked before anything is loaded
 RL_KEYS = ("optimizer", "scheduler", "baseline", "step", "bad_steps_in_a_row", "num_skipped_steps", "problem_sampler",
            "config")
-
-
-class SnapshotWriteError(RuntimeError):
-    """A file of the run folder could not be written (a full disk, say); the message is one line
-    saying what is intact and what to do. Raised on every rank, so all stop together."""
 
 
 def save_atomic(obj: dict, path: str):

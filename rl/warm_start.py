@@ -27,11 +27,12 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from configs.base import BaseRLConfig, ConfigError
+from configs.base import BaseRLConfig
 from rl import dist, seeding
 from rl.algorithms import answer_logits
 from rl.dist import print0
-from rl.evaluate import TrainingError, evaluate
+from rl.errors import ConfigError, TrainingError
+from rl.evaluate import evaluate
 from rl.math_env import MathEnvironment
 from rl.run_dir import progress_path, warm_start_path
 from rl.snapshot import check_compatible, load_snapshot, save_atomic, save_on_main
