@@ -87,6 +87,14 @@ def test_the_import_graph_sees_every_edge():
     assert "configs.adder" in graph["configs"] and "configs.cli" not in graph["configs"]
 
 
+def test_the_error_types_are_a_leaf_and_the_run_lock_needs_no_config():
+    """rl/errors.py imports nothing of the project, so a module that only raises or catches one of its
+    errors (the run lock, the run folder) need not import the config, the model or torch."""
+    graph = import_graph()
+    assert graph["rl.errors"] == set()
+    assert not any(m.startswith(("configs", "model")) for m in graph["rl.run_control"] | graph["rl.run_dir"])
+
+
 def test_no_import_cycle_in_the_library():
     graph = import_graph()
 
