@@ -102,8 +102,7 @@ def where_rl_starts(trainer: MathRLTrainer, resume: Resume, never: bool, stop: G
     """Load the snapshot to continue from, or start over from the warm start (trained, or cached in
     out_dir); returns what to log about it, or None if a stop signal interrupted the warm start."""
     config, info = trainer.config, trainer.info
-    if info.is_main:
-        prepare_folder(config, resume, never)
+    save_on_main(lambda: prepare_folder(config, resume, never), config.out_dir, "nothing in it was lost", info)
     if resume.snap is not None:  # every rank read the same file itself (find_resume ran on each): nothing to broadcast
         trainer.load_state_dict(resume.snap)  # the schedule follows this config from there (rl/update.py)
         print0(f"Resumed from {resume.path} at step {trainer.step}/{config.rl_train_steps}")

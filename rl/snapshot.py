@@ -22,8 +22,8 @@ from configs.base import BaseRLConfig
 from model.gpt import GPT, GPTConfig
 from rl import dist
 from rl.dist import print0
-from rl.errors import ConfigError, SnapshotWriteError, WriteError  # (re-exported: from rl.snapshot import ... works)
-from rl.run_dir import prune_snapshots, snapshot_path, snapshot_steps, write_atomic
+from rl.errors import ConfigError, SnapshotWriteError, WriteError  # noqa: F401 (re-exported: from rl.snapshot import ... works)
+from rl.run_dir import prune_snapshots, snapshot_path, snapshot_steps, write_atomic, write_reason
 
 # What a resumed run may change: each shapes only the steps from the resumed one on (the schedule is
 # recomputed from the config at every load: rl/update.py), and a change is recorded in config.json and
@@ -49,8 +49,9 @@ def save_on_main(write, path: str, intact: str, info: dist.DistInfo):
     if info.is_main:
         try:
             write()
-        except WriteError as e:
-            failure = f"could not write {path} ({e}); {intact}: free some space and run the same command to continue"
+        except OSError as e:  # WriteError, or a move or copy of rl/run_dir.py's that the disk refused
+            failure = (f"could not write {path} ({write_reason(e)}); {intact}: free some space and run the same "
+                       f"command to continue")
     if dist.any_rank(failure is not None, info.device):
         raise SnapshotWriteError(failure or f"rank 0 could not write {path}")
 

@@ -362,6 +362,14 @@ def test_a_full_disk_at_each_write_is_one_line_exit_2_and_leaves_the_previous_st
     assert load(out / "rl_snapshot_2.pt")["step"] == 2 and files(out).keys() == before.keys()
     fails_writing(tmp_path / "metrics", args_with(ARGS, save_interval=100), 3_000, "metrics.jsonl",
                   "the snapshots are intact")
+    out = copy_of(finished, tmp_path / "resumed")  # the metrics rewritten to step 2's lines, in a temporary
+    os.remove(out / "rl_snapshot_4.pt")
+    before = files(out)
+    code, _, err = runner.run([*ARGS, f"--out_dir={out}"], max_bytes=1_000)
+    assert code == 2 and err.strip().splitlines() == [
+        f"error: could not write {out} (File too large); nothing in it was lost: free some space and run the same "
+        f"command to continue"], err
+    assert files(out) == before
     out = copy_of(finished, tmp_path / "again")
     assert rl_ddp.main([*ARGS, f"--out_dir={out}"]) == 0  # resumed at its end: config.json names this folder
     os.remove(out / "summary.json")
