@@ -457,3 +457,85 @@ def test_every_numeric_setting_states_its_range_and_a_value_outside_it_is_refuse
             get_config_class("AdderRLConfig")(**{f.name: bad}).get_args_ready()
         checked += 1
     assert checked >= 50
+
+
+# ---- a broken file under configs/ breaks only the configs it defines (issue 35) ------------------------
+# Each is dropped into a folder standing in for configs/ (nothing is written into the repository).
+BROKEN_FILES = {  # module: (its text, the config class it means to define, the first line of why it fails)
+    "syntax_draft": ("from dataclasses import dataclass\nfrom configs.base import BaseRLConfig\n\n@dataclass\n"
+                     "class SyntaxDraftRLConfig(BaseRLConfig)\n    task: str = 'subtractor'\n",
+                     "SyntaxDraftRLConfig", "SyntaxError: expected ':', line 5"),
+    # README "Adding a task"'s snippet as written there, without its imports
+    "subtractor": ('@dataclass\nclass SubtractorRLConfig(BaseRLConfig):\n    task: str = "subtractor"\n',
+                   "SubtractorRLConfig", "NameError: name 'dataclass' is not defined, line 1"),
+    "import_draft": ("from dataclasses import dataclass\nfrom configs.base import SubtractorBase\n\n@dataclass\n"
+                     "class ImportDraftRLConfig(SubtractorBase):\n    ndigit: int = 2\n",
+                     "ImportDraftRLConfig",
+                     f"ImportError: cannot import name 'SubtractorBase' from 'configs.base' "
+                     f"({REPO / 'configs' / 'base.py'}), line 2"),
+}
+
+
+def drop_in_configs(folder, monkeypatch, **files):
+    """Write {module: text} into folder and scan it as part of configs/; the caller forgets the modules."""
+    for module, text in files.items():
+        (folder / f"{module}.py").write_text(text)
+    monkeypatch.setattr(configs, "__path__", [*configs.__path__, str(folder)])
+
+
+def known_configs():
+    return ", ".join(sorted(all_config_classes()))
+
+
+@pytest.mark.parametrize("module", BROKEN_FILES)
+def test_a_broken_config_file_breaks_only_the_configs_it_defines(module, tmp_path, monkeypatch):
+    text, name, why = BROKEN_FILES[module]
+    drop_in_configs(tmp_path, monkeypatch, **{module: text})
+    try:
+        assert get_config_class("AdderRLConfig")().get_args_ready().task == "adder"
+        assert "AdderRLConfig" in all_config_classes() and name not in all_config_classes()
+        assert configs.scan_configs()[1] == {str(tmp_path / f"{module}.py"): why}
+        with pytest.raises(ConfigError) as e:
+            get_config_class(name)
+        # (outside the repository the file is shown by its whole path)
+        assert str(e.value) == (f"unknown config {name!r}; {tmp_path / f'{module}.py'} failed to import ({why}): "
+                                f"fix it; known configs: {known_configs()}")
+    finally:
+        sys.modules.pop(f"configs.{module}", None)
+
+
+def test_a_broken_config_file_is_not_blamed_for_another_name(tmp_path, monkeypatch):
+    drop_in_configs(tmp_path, monkeypatch, **{m: text for m, (text, _, _) in BROKEN_FILES.items()})
+    try:  # a typo of a config that exists: the drafts cannot hold it, and are not mentioned
+        with pytest.raises(ConfigError) as e:
+            get_config_class("AdderConfig")
+        assert str(e.value) == f"unknown config 'AdderConfig'; did you mean 'AdderRLConfig'? known configs: " \
+                               f"{known_configs()}"
+        with pytest.raises(ConfigError) as e:  # a name two drafts mention: both are named
+            get_config_class("DraftRLConfig")
+        assert str(e.value).startswith(f"unknown config 'DraftRLConfig'; {tmp_path / 'import_draft.py'} failed to "
+                                       f"import (ImportError: ")
+        assert f"{tmp_path / 'syntax_draft.py'} failed to import (SyntaxError: expected ':', line 5): fix them; " \
+               f"known configs: " in str(e.value)
+    finally:
+        for module in BROKEN_FILES:
+            sys.modules.pop(f"configs.{module}", None)
+
+
+def test_the_script_names_a_broken_config_file_in_one_line_and_says_nothing_of_it_otherwise(tmp_path, monkeypatch,
+                                                                                         capsys):
+    from rl import rl_ddp
+    folder = tmp_path / "configs"  # shown as the user knows it: a file of the repository's configs/
+    folder.mkdir()
+    monkeypatch.setattr(configs, "REPO", str(tmp_path))
+    drop_in_configs(folder, monkeypatch, subtractor=BROKEN_FILES["subtractor"][0])
+    try:
+        assert rl_ddp.main(["--config_name", "SubtractorRLConfig"]) == 2
+        err = capsys.readouterr().err
+        assert err.splitlines() == [f"error: unknown config 'SubtractorRLConfig'; configs/subtractor.py failed to import "
+                                    f"(NameError: name 'dataclass' is not defined, line 1): fix it; known configs: "
+                                    f"{known_configs()}"], err
+        assert rl_ddp.main(["--config_name", "AdderRLConfig", "--help"]) == 0  # an unrelated draft: no noise
+        assert capsys.readouterr().err == ""
+    finally:
+        sys.modules.pop("configs.subtractor", None)
