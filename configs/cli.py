@@ -13,11 +13,13 @@ user text, never a silent default or a silent last-one-wins.
 """
 
 import difflib
+import inspect
 import math
 from dataclasses import dataclass, field, fields
 
 from configs import get_config_class
-from configs.base import BaseRLConfig, field_type
+from configs.base import ALGORITHM_FIELDS, BaseRLConfig, field_type
+from rl.algorithms import resolve
 from rl.errors import ConfigError
 
 FLAGS = ("config_name", "debug", "no_wandb", "resume", "help")
@@ -128,13 +130,45 @@ def build_config(cli: CommandLine) -> BaseRLConfig:
     return cls(**values).get_args_ready(debug=cli.debug)
 
 
-def print_help(cli: CommandLine):
-    try:
-        cls = get_config_class(cli.config_name)
-    except ConfigError:
-        cls = BaseRLConfig
-    print(__doc__.strip().split("\n\n")[1])
-    print(f"\nfields of {cls.__name__} (--KEY=VALUE; default shown):")
-    docs = cls.field_docs()
+USAGE = ("usage: python rl/rl_ddp.py [--config_name NAME] [--debug] [--no_wandb] [--resume[=auto|never|PATH]] "
+         "[--KEY=VALUE ...] [--help]")
+
+
+def field_help(cls: type) -> list:
+    """[(field, its default in cls, the reason of the class that introduced it, (preset, its own reason)
+    or None)] for every field of cls. The introducing class's docstring carries the allowed values and
+    the range; a preset's says why it chose its value, which would otherwise hide them."""
+    docs = {klass: klass.field_docs() for klass in cls.__mro__
+            if isinstance(klass, type) and issubclass(klass, BaseRLConfig)}
+    rows = []
     for f in fields(cls):
-        print(f"  --{f.name}={getattr(cls, f.name)!r}\n      {docs.get(f.name, '')}")
+        owners = [klass for klass in docs if f.name in inspect.get_annotations(klass)]  # most derived first
+        setter, introducer = owners[0], owners[-1]
+        reason = docs[setter].get(f.name, "")
+        # a preset's own reason: one that differs from what it inherits (field_docs merges, subclass wins)
+        own = (setter.__name__, reason) if len(owners) > 1 and reason != docs[owners[1]].get(f.name, "") else None
+        rows.append((f.name, getattr(cls, f.name), docs[introducer].get(f.name, ""), own))
+    return rows
+
+
+def print_help(cli: CommandLine):
+    """Usage, the flags, then every field of the chosen config: --name=default, the base's reason and
+    range, the preset's own reason when it overrides the field, and what a None default stands for."""
+    cls = get_config_class(cli.config_name)  # an unknown name is bad input like any other (exit 2)
+    try:  # None in an algorithm-table setting takes rl_algorithm's row, resolved as get_args_ready does
+        row = resolve(cls.rl_algorithm, {k: getattr(cls, k) for k in ALGORITHM_FIELDS}, cls.rl_rollout_size,
+                      cls.kl_estimator)
+    except ValueError:  # a preset with a bad algorithm: its own run says so; help still prints
+        row = {}
+    print(USAGE + "\n")
+    print(__doc__.strip().split("\n\n")[1])
+    print(f"\nfields of {cls.__name__} (--KEY=VALUE, default shown; under it the reason and range, then a "
+          f"preset's own reason):")
+    one_line = lambda text: " ".join(text.split())  # docstrings wrap in the source; one line each greps whole
+    for name, default, reason, own in field_help(cls):
+        resolved = f"  ({cls.rl_algorithm}: {row[name]})" if default is None and name in row else ""
+        print(f"  --{name}={default!r}{resolved}\n      {one_line(reason)}")
+        if own:
+            print(f"      {own[0]}: {one_line(own[1])}")
+        if default is None and name in ALGORITHM_FIELDS:
+            print("      None: rl_algorithm's value, from its row of the algorithm table (rl/algorithms.py)")

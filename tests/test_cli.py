@@ -68,8 +68,12 @@ def test_resume_continues_exactly_where_the_run_stopped(tmp_path):
 
 def test_help_lists_every_field_with_its_reason():
     proc = run(["--config_name", "MultiplierRLConfig", "--help"])
+    assert proc.stdout.startswith("usage: python rl/rl_ddp.py [--config_name NAME] ")
     assert "--ndigit=2" in proc.stdout and "--show_work=True" in proc.stdout
     assert "digits per operand" in proc.stdout
+    # an overridden field keeps the base's reason and adds the preset's (tests/test_config.py: in detail)
+    assert "\n      MultiplierRLConfig: write the partial products first" in proc.stdout
+    assert "--advantage_mode=None  (dapo: group_zscore)" in proc.stdout
 
 
 def test_readme_documents_every_config_field_with_its_default_and_reason():

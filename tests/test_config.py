@@ -539,3 +539,79 @@ def test_the_script_names_a_broken_config_file_in_one_line_and_says_nothing_of_i
         assert capsys.readouterr().err == ""
     finally:
         sys.modules.pop("configs.subtractor", None)
+
+
+# ---- --help keeps what the base says: allowed values, ranges, what None means (issue 35) -------------
+def help_text(capsys, config_name) -> str:
+    from configs.cli import print_help
+    print_help(parse_command_line(["--config_name", config_name, "--help"]))
+    return capsys.readouterr().out
+
+
+def field_blocks(text) -> dict:
+    """{field: [its head line, the lines under it]} of a --help text."""
+    blocks, name = {}, None
+    for line in text.splitlines():
+        if line.startswith("  --"):
+            name = line[4:].split("=")[0]
+            assert name not in blocks, f"--{name} is listed twice"
+            blocks[name] = [line]
+        elif name and line.startswith("      "):
+            blocks[name].append(line)
+        else:
+            name = None
+    return blocks
+
+
+def one_line(doc) -> str:
+    return " ".join(doc.split())
+
+
+def test_help_starts_with_the_usage_and_lists_every_field_once_for_every_config(capsys):
+    from configs.cli import FLAGS
+    for name, cls in all_config_classes().items():
+        text = help_text(capsys, name)
+        usage = text.splitlines()[0]
+        assert usage == ("usage: python rl/rl_ddp.py [--config_name NAME] [--debug] [--no_wandb] "
+                         "[--resume[=auto|never|PATH]] [--KEY=VALUE ...] [--help]")
+        assert all(f"[--{flag}" in usage for flag in FLAGS)
+        assert list(field_blocks(text)) == [f.name for f in fields(cls)], name  # each once, in order
+
+
+def test_help_of_a_field_a_preset_overrides_keeps_the_base_values_and_range_and_adds_the_preset_reason(capsys):
+    base, mult = BaseRLConfig.field_docs(), get_config_class("MultiplierRLConfig").field_docs()
+    blocks = field_blocks(help_text(capsys, "MultiplierRLConfig"))
+    # the allowed values live in the base's docstring, the measurement behind replay in the preset's
+    assert blocks["problem_sampler"] == ["  --problem_sampler='replay'", f"      {one_line(base['problem_sampler'])}",
+                                         f"      MultiplierRLConfig: {one_line(mult['problem_sampler'])}"]
+    assert "uniform, prioritized (" in blocks["problem_sampler"][1]
+    assert blocks["replay_share"][1].endswith("(in [0, 1])")  # the range, from the base
+    assert blocks["replay_share"][2].startswith("      MultiplierRLConfig: three quarters of each step")
+    assert blocks["n_layer"] == ["  --n_layer=4", "      transformer blocks (> 0)"]  # not overridden: no preset line
+    assert blocks["task"] == ["  --task='multiplier'", f"      {one_line(base['task'])}"]  # overridden, no reason
+    # a preset of a preset: the reason of the class that set the value shown, not its parent's
+    three = field_blocks(help_text(capsys, "Multiplier3RLConfig"))["problem_sampler"]
+    assert three[0] == "  --problem_sampler='uniform'" and three[2].startswith("      Multiplier3RLConfig: measured")
+    scarce = field_blocks(help_text(capsys, "ScarceMultiplierRLConfig"))["replay_share"]  # its value: the parent's
+    assert scarce[0] == "  --replay_share=0.75" and scarce[2].startswith("      MultiplierRLConfig: three quarters")
+
+
+def test_help_says_what_a_none_default_means_and_the_algorithm_value(capsys):
+    from configs.base import ALGORITHM_FIELDS
+    from rl.algorithms import ALGORITHMS
+    blocks = field_blocks(help_text(capsys, "AdderRLConfig"))
+    assert len(ALGORITHM_FIELDS) == 8
+    for name in ALGORITHM_FIELDS:
+        assert blocks[name][0] == f"  --{name}=None  (dapo: {ALGORITHMS['dapo'][name]})"
+        assert blocks[name][-1] == ("      None: rl_algorithm's value, from its row of the algorithm table "
+                                    "(rl/algorithms.py)")
+    assert blocks["advantage_mode"][0] == "  --advantage_mode=None  (dapo: group_zscore)"
+    assert blocks["clip_low"][1] == "      PPO clips the ratio below at 1 - clip_low (in (0, 1))"  # and the range
+
+
+def test_help_for_an_unknown_config_is_the_one_line_error(capsys):
+    from rl import rl_ddp
+    assert rl_ddp.main(["--config_name", "AdderConfig", "--help"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [f"error: unknown config 'AdderConfig'; did you mean 'AdderRLConfig'? "
+                                              f"known configs: {known_configs()}"]
