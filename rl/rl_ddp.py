@@ -217,8 +217,12 @@ def main(argv=None) -> int:
             raise ConfigError(str(e)) from None
         cli = parse_command_line(sys.argv[1:] if argv is None else argv)
         if cli.help:
+            get_config_class(cli.config_name)  # on every rank: an unknown name is bad input everywhere (exit 2)
             if info.is_main:
-                print_help(cli)
+                try:
+                    print_help(cli)
+                except BrokenPipeError:  # `--help | head` closed the pipe: what was wanted was read
+                    sys.stdout = None  # (nothing more to flush at exit)
             return 0
         config = build_config(cli)
         config.validate_world_size(info.world_size)

@@ -22,7 +22,7 @@ from configs.base import BaseRLConfig
 from model.gpt import GPT, GPTConfig
 from rl import dist
 from rl.dist import print0
-from rl.errors import ConfigError, SnapshotWriteError, WriteError  # noqa: F401 (re-exported: from rl.snapshot import ... works)
+from rl.errors import ConfigError, SnapshotWriteError, WriteError  # noqa: F401 (re-exported here)
 from rl.run_dir import prune_snapshots, snapshot_path, snapshot_steps, write_atomic, write_reason
 
 # What a resumed run may change: each shapes only the steps from the resumed one on (the schedule is
