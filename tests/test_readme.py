@@ -1,5 +1,5 @@
-"""Results as data (rl/tools/results.py, rl/tools/readme.py): the README's result tables equal what
-the files in results/ say, every file says how and where it was measured, a measuring tool skips a
+"""Results as data (rl/tools/results.py, rl/tools/readme.py): the result tables of README.md and
+docs/results.md equal what the files in results/ say, every file says how and where it was measured, a measuring tool skips a
 run whose file exists, and the plots are matplotlib's (one line on how to install it when missing);
 and every row of docs/guarantees.md's audit table names a test that exists.
 Run: python -m pytest tests/test_readme.py"""
@@ -16,10 +16,13 @@ from rl.tools import benchmark, compare, readme, results
 RECORDS = {tool: results.load(tool) for tool in ("benchmark", "compare")}
 
 
-def test_the_readme_says_what_the_result_files_say():
-    text = (REPO / "README.md").read_text()
-    assert readme.render(text) == text, "README.md differs from results/: run python -m rl.tools.readme"
-    assert {name for _, name, _, _ in readme.BLOCK.findall(text)} >= {"problem-selection", "compare-AdderRLConfig"}
+@pytest.mark.parametrize("document, blocks", [("README.md", {"headline"}),
+                                              ("docs/results.md", {"problem-selection", "compare-AdderRLConfig"})])
+def test_the_readme_says_what_the_result_files_say(document, blocks):
+    assert document in [d.replace("\\", "/") for d in readme.DOCUMENTS]  # the one the tool renders
+    text = (REPO / document).read_text()
+    assert readme.render(text, document) == text, f"{document} differs from results/: run python -m rl.tools.readme"
+    assert {name for _, name, _, _ in readme.BLOCK.findall(text)} >= blocks
 
 
 @pytest.mark.parametrize("tool", RECORDS)

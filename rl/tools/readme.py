@@ -1,11 +1,11 @@
-"""The README's result tables and plots, generated from the result files in results/.
+"""The result tables and plots of README.md and docs/results.md, generated from the result files in results/.
 
-    python -m rl.tools.readme            # rewrite every generated block of README.md and the plots in docs/
-    python -m rl.tools.readme --check    # exit 1 if README.md differs from what the files say
+    python -m rl.tools.readme            # rewrite every generated block of both files and the plots in docs/
+    python -m rl.tools.readme --check    # exit 1 if either file differs from what the result files say
 
 A generated block sits between `<!-- results: NAME -->` and `<!-- end results -->`; everything
 between the two lines is replaced, nothing else is touched. Each block is a function of the files
-alone (BLOCKS), so tests/test_readme.py can check that the README says what the files say. The
+alone (BLOCKS), so tests/test_readme.py can check that the documents say what the files say. The
 plots need matplotlib, a dependency of the measuring tools only (requirements-tools.txt); without
 it the tables are still written and one line says how to install it.
 """
@@ -18,16 +18,57 @@ import statistics
 import sys
 
 from rl.tools import benchmark, compare, launch, results
-from rl.tools.report import markdown_table
+from rl.tools.report import markdown_table, median_range
 
-README = os.path.join(launch.REPO, "README.md")
+DOCUMENTS = ("README.md", os.path.join("docs", "results.md"))  # every file whose blocks are rendered, from the root
 PLOTS = os.path.join(launch.REPO, "docs")
 BLOCK = re.compile(r"(<!-- results: (\S+) -->\n)(.*?)(<!-- end results -->)", re.S)
 TASKS = ("AdderRLConfig", "MultiplierRLConfig")
+PRESETS = ("AdderRLConfig", "MultiplierRLConfig", "Multiplier3RLConfig", "ScarceMultiplierRLConfig")
 
 
 def benchmark_rows(keep) -> list:
     return [r for r in benchmark.saved_results() if keep(r)]
+
+
+def preset_runs(config: str) -> list:
+    """The runs of a preset as it ships: 1 process, no --set, and the problem sampler the preset
+    itself sets (named with --samplers, as the problem-selection runs do, or left to the preset)."""
+    from configs import get_config_class
+    own = get_config_class(config)().problem_sampler
+    return benchmark_rows(lambda r: r["config"] == config and r["sampler"] in ("default", own)
+                          and not r.get("set") and r["processes"] == 1)
+
+
+def what_it_learns(resolved: dict) -> str:
+    """'2-digit multiplication, showing the work, 256 worked answers', from a run's resolved config."""
+    operation = {"adder": "addition", "subtractor": "subtraction", "multiplier": "multiplication"}
+    return ", ".join([f"{resolved['ndigit']}-digit {operation.get(resolved['task'], resolved['task'])}",
+                      *(["showing the work"] if resolved["show_work"] else []),
+                      *([f"worked answers of {resolved['sft_worked_examples']} pairs only"]
+                        if resolved.get("sft_worked_examples") else [])])
+
+
+def headline() -> str:
+    """Each shipped preset end to end: test accuracy at the end and wall seconds of the whole run."""
+    rows, sources, machines = [], [], set()
+    for config in PRESETS:
+        rs = preset_runs(config)
+        if not rs:
+            rows.append([f"`{config}`", "(not measured)", "-", "-", "-", f"`python rl/rl_ddp.py --config_name {config}`"])
+            continue
+        machines |= {f"{r['cpu']}, {r['cores']} cores, {r['threads']} threads, torch {r['torch']}" for r in rs}
+        rows.append([f"`{config}`", what_it_learns(rs[0]["resolved_config"]), len(rs), median_range([r["final_accuracy"] for r in rs]),
+                     median_range([r["wall_seconds"] for r in rs], "{:.0f}"),
+                     f"`python rl/rl_ddp.py --config_name {config}`"])
+        sampler = {r["sampler"] for r in rs} - {"default"}
+        sources.append(f"`python -m rl.tools.benchmark --configs {config} --seeds {' '.join(str(r['seed']) for r in rs)}"
+                       + "".join(f" --samplers {s}" for s in sorted(sampler)) + "`")
+    table = markdown_table(["preset", "task", "seeds", "test accuracy, median (min-max)", "wall s (warm start included)",
+                            "command"], rows)
+    return (table + "\n\nMeasured on " + "; ".join(sorted(machines)) + ", one run at a time; GPU: not measured yet. "
+            "From the files in `results/benchmark/` written by " + ", ".join(sources) + " (each run is the command "
+            "shown with `--seed=S --no_wandb`, and the preset's own `--problem_sampler` where the benchmark names it).")
 
 
 def problem_selection() -> str:
@@ -66,8 +107,7 @@ def speed() -> str:
 
 
 def presets_study() -> str:
-    """The runs that chose the problem-selection presets (results/study/problem-selection/, written by
-    the exploration scripts of the time): validation only."""
+    """The runs that chose the problem-selection presets (results/study/problem-selection/): validation only."""
     folder = os.path.join(results.ROOT, "study", "problem-selection")
     rows = []
     for name in sorted(os.listdir(folder)):
@@ -75,7 +115,7 @@ def presets_study() -> str:
             d = json.load(f)
         curve, cached = d["validation_curve"], d["warm_start_cached"]
         at = lambda p: f"{p[2]:.3f} @{p[0]} ({p[1]:.0f} s)"
-        rows.append([d["run"].split("-")[0], " ".join(f"`{o[2:]}`" for o in d["overrides"]) or "(the preset of the time: `uniform`)",
+        rows.append([d["run"].split("-")[0], " ".join(f"`{o[2:]}`" for o in d["overrides"]) or "(none: `uniform` draws)",
                      "-" if d["warm_start_validation"] is None else f"{d['warm_start_validation']:.3f}"
                      + ("" if cached else f" (trained, {d['warm_start_seconds']:.0f} s)"),
                      at(curve[len(curve) // 2]), at(curve[-1]) + ("" if d.get("finished") else " (stopped)"),
@@ -102,18 +142,18 @@ def scarce_study() -> str:
                            "at the end", "trained share of answers (median step)", "RL s"], rows)
 
 
-BLOCKS = {"problem-selection": problem_selection, "presets-study": presets_study, "what-rl-adds": what_rl_adds, "speed": speed,
+BLOCKS = {"headline": headline, "problem-selection": problem_selection, "presets-study": presets_study, "what-rl-adds": what_rl_adds, "speed": speed,
           "scarce-study": scarce_study,
           "formats-2digit": lambda: formats_table(2), "formats-3digit": lambda: formats_table(3),
           "multiplier3": lambda: end_to_end("Multiplier3RLConfig"),
           **{f"compare-{c}": (lambda c=c: compare_table(c)) for c in TASKS}}
 
 
-def render(text: str) -> str:
-    """text with every generated block replaced by what the files say now."""
+def render(text: str, document: str = "README.md") -> str:
+    """text (of document) with every generated block replaced by what the files say now."""
     unknown = [name for _, name, _, _ in BLOCK.findall(text) if name not in BLOCKS]
     if unknown:
-        raise SystemExit(f"README.md has a results block no generator knows: {unknown[0]} (known: {', '.join(BLOCKS)})")
+        raise SystemExit(f"{document} has a results block no generator knows: {unknown[0]} (known: {', '.join(BLOCKS)})")
     return BLOCK.sub(lambda m: m.group(1) + "\n" + BLOCKS[m.group(2)]() + "\n\n" + m.group(4), text)
 
 
@@ -145,6 +185,21 @@ def plot_compare(plt, config: str) -> list:
     return written
 
 
+def plot_headline(plt) -> str:
+    """Test accuracy against wall seconds (warm start included) of every preset run of the headline."""
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for i, config in enumerate(PRESETS):
+        for j, r in enumerate(preset_runs(config)):
+            xs, ys = zip(*r["curve"])  # (wall seconds since the command started, test accuracy) per evaluation
+            ax.plot(xs, ys, color=f"C{i}", linewidth=1.2, alpha=0.8,
+                    label=f"{config} ({len(preset_runs(config))} seeds)" if j == 0 else None)
+    ax.set(xlabel="wall seconds since the command started (the first point: the warm start's end)",
+           ylabel="test accuracy (greedy)", title="The shipped presets end to end, one line per seed (2-core CPU)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="center right")
+    return save(fig, plt, "headline_curves.png")
+
+
 def save(fig, plt, name: str) -> str:
     path = os.path.join(PLOTS, name)
     os.makedirs(PLOTS, exist_ok=True)
@@ -163,24 +218,28 @@ def plots() -> list:
         print("plots skipped: matplotlib is not installed (pip install -r requirements-tools.txt)", file=sys.stderr)
         return []
     configs = dict.fromkeys(r["key"]["config"] for r in results.load("compare"))
-    return [path for config in configs for path in plot_compare(plt, config)]
+    return [plot_headline(plt), *[path for config in configs for path in plot_compare(plt, config)]]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="only check that README.md equals the files")
+    parser.add_argument("--check", action="store_true", help="only check that the documents equal the files")
     args = parser.parse_args()
-    with open(README) as f:
-        text = f.read()
-    new = render(text)
-    if args.check:
-        if new != text:
-            raise SystemExit("README.md differs from results/: run python -m rl.tools.readme")
-        print("README.md equals what results/ says")
-        return
-    with open(README, "w") as f:
-        f.write(new)
-    print(f"README.md: {len(BLOCK.findall(new))} blocks from results/", *plots(), sep="\n")
+    for document in DOCUMENTS:
+        path = os.path.join(launch.REPO, document)
+        with open(path) as f:
+            text = f.read()
+        new = render(text, document)
+        if args.check:
+            if new != text:
+                raise SystemExit(f"{document} differs from results/: run python -m rl.tools.readme")
+            print(f"{document} equals what results/ says")
+            continue
+        with open(path, "w") as f:
+            f.write(new)
+        print(f"{document}: {len(BLOCK.findall(new))} blocks from results/")
+    if not args.check:
+        print(*plots(), sep="\n")
 
 
 if __name__ == "__main__":
