@@ -125,7 +125,7 @@ class BaseRLConfig:
     sft_worked_examples: int = 0
     """training pairs whose worked answers the warm start may see, a fixed draw from the train split shared by
     every seed (0: all of them); RL still trains on every training problem, from the final-answer reward only
-    (README "What RL adds") (>= 0)"""
+    (docs/results.md "What RL adds") (>= 0)"""
     sft_patience: int = 0
     """stop the warm start once validation accuracy has not improved for this many steps: supervised training
     for as long as it helps (0: only sft_target_accuracy and sft_max_steps stop it) (>= 0)"""
@@ -136,8 +136,8 @@ class BaseRLConfig:
     rl_train_steps: int = 200
     """optimizer steps of RL (>= 0)"""
     rl_batch_size: int = 64
-    """prompts per step (global, split across ranks); 32 at lr 6e-4 ended at 0.912 on one seed of three (README)
-    (> 0)"""
+    """prompts per step (global, split across ranks); 32 at lr 6e-4 ended at 0.912 on one seed of three
+    (docs/earlier-studies.md) (> 0)"""
     rl_rollout_size: int = 8
     """answers sampled per prompt (> 0)"""
     rl_ga_steps: int = 2
@@ -185,7 +185,8 @@ class BaseRLConfig:
     kl_coef: float = 0.0
     """weight of the KL penalty to the frozen policy RL starts from; 0 keeps no reference model (>= 0)"""
     kl_estimator: str = "k2"
-    """k1 (in the reward), k2 (in the loss) or k3 (in the loss, GRPO's: the gradient of the forward KL); see README"""
+    """k1 (in the reward), k2 (in the loss) or k3 (in the loss, GRPO's: the gradient of the forward KL); see
+    docs/algorithms.md"""
     entropy_coef: float = 0.0
     """weight of the entropy bonus (>= 0)"""
     gamma: float = 1.0
@@ -201,7 +202,8 @@ class BaseRLConfig:
 
     # ---- optimizer ---------------------------------------------------------------------------
     learning_rate: float = 3e-4
-    """peak learning rate of RL: 6e-4 and 1e-3 first lose most of the warm start's accuracy (README study) (> 0)"""
+    """peak learning rate of RL: 6e-4 and 1e-3 first lose most of the warm start's accuracy
+    (docs/earlier-studies.md) (> 0)"""
     min_lr_ratio: float = 0.1
     """cosine decay ends at learning_rate * min_lr_ratio (in [0, 1])"""
     warmup_steps: int = 20

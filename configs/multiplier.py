@@ -11,13 +11,13 @@ class MultiplierRLConfig(BaseRLConfig):
     ndigit: int = 2
     show_work: bool = True
     """write the partial products first: held-out pairs then need only sub-problems that training pairs also
-    contain (the bare product, --show_work=false, is memorised instead: README Results)"""
+    contain (the bare product, --show_work=false, is memorised instead: docs/results.md)"""
     num_eval: int = 2000
     """more than either held-out split has: every one of the 1,023 test and 516 validation pairs is evaluated (> 0)"""
     sft_target_accuracy: float = 0.8
     """RL starts from a policy that gets most but not all products right. Measured on validation (seed 0, replay):
     from 0.70, RL reached 0.99 at step 150; from 0.83, at step 75, and the 33 warm start steps between cost 40 s
-    (supervised training alone levels off near 0.93 here: README "Showing the work") (in [0, 1])"""
+    (supervised training alone levels off near 0.93 here: docs/results.md "Showing the work") (in [0, 1])"""
     sft_eval_interval: int = 5
     """the warm start climbs about 0.05 every 10 steps here: checking every 5 stops it nearer the target (> 0)"""
     sft_num_eval: int = 600
@@ -31,7 +31,7 @@ class MultiplierRLConfig(BaseRLConfig):
     still climbing, in 166 s of RL (>= 0)"""
     problem_sampler: str = "replay"
     """the problems still wrong come back: on validation (seed 0, warm start at 0.70, 100 steps) replay ended at
-    0.950, uniform draws at 0.940 and prioritized at 0.928 (README "Problem selection")"""
+    0.950, uniform draws at 0.940 and prioritized at 0.928 (docs/results.md "Problem selection")"""
     replay_share: float = 0.75
     """three quarters of each step from the buffer: at 0.75 validation reached 0.975 at step 100 against 0.950 at 0.5
     (seed 0, one refill round against two) (in [0, 1])"""
@@ -65,7 +65,7 @@ class Multiplier3RLConfig(MultiplierRLConfig):
     """measured on validation (3 seeds, the same warm starts): replay dipped first (0.88 -> 0.80-0.94 at step 100)
     and ended at 0.968 (0.952-0.969), uniform draws did not dip (0.917-0.963 at step 100) and ended at 0.969
     (0.964-0.974). Replay's buffer held only a few dozen of the ~850,000 training products, and three quarters of
-    every step came from them (README "3-digit multiplication")"""
+    every step came from them (docs/results.md "3-digit multiplication")"""
     eval_interval: int = 25
     """an evaluation decodes 2,000 held-out answers of 31 tokens (> 0)"""
 
@@ -73,10 +73,11 @@ class Multiplier3RLConfig(MultiplierRLConfig):
 @dataclass
 class ScarceMultiplierRLConfig(MultiplierRLConfig):
     """2-digit multiplication where the warm start sees the worked answers of only 256 training pairs, and
-    RL learns from every training problem with the final-answer reward alone (README "What RL adds")."""
+    RL learns from every training problem with the final-answer reward alone (docs/results.md "What RL adds")."""
     sft_worked_examples: int = 256
     """the shown work of 256 of the 8,461 training pairs; --sft_worked_examples=768 is where RL ends near 0.99
-    and supervised training on the pool stays below 0.91, 1024 where supervised alone nears 0.95 (README) (>= 0)"""
+    and supervised training on the pool stays below 0.91, 1024 where supervised alone nears 0.95
+    (docs/results.md) (>= 0)"""
     sft_target_accuracy: float = 1.0
     """not the stopping rule here (supervised training on a small pool stops short of any fixed target): the
     warm start runs for as long as validation improves (sft_patience) (in [0, 1])"""
@@ -94,4 +95,5 @@ class ScarceMultiplierRLConfig(MultiplierRLConfig):
     problem_sampler: str = "uniform"
     """at 15% right answers replay's buffer fills with problems the policy gets all wrong, and three quarters of a
     step came from them: on validation (seed 0, K = 256) replay was at 0.225 after 300 s of RL (it first unlearnt,
-    0.172 -> 0.097), uniform draws at 0.308 after 266 s, prioritized at 0.304 after 273 s (README "What RL adds")"""
+    0.172 -> 0.097), uniform draws at 0.308 after 266 s, prioritized at 0.304 after 273 s (docs/results.md
+    "What RL adds")"""

@@ -44,7 +44,7 @@ b, a); choices (when the warm start stops, sweeps) look at validation; reported 
 test. The evaluation sets are drawn from their split with fixed seeds of their own, so they are the
 same in every run, for every seed, on every rank, and the first n of a larger set for any size n.
 
-A new operation is one function (see configs/ and README "Adding an arithmetic task"):
+A new operation is one function (see configs/ and docs/tasks.md "Adding an arithmetic task"):
 
     @operation("modulo", symbol="%", answer_digits=lambda n: n)
     def modulo(a, b):

@@ -239,7 +239,7 @@ class MathRLTrainer:
     # ---- 5. metrics ---------------------------------------------------------------------------
     def metrics(self, first: Rollout, batch: Rollout, stats: dict, update: dict, sampled: RolloutStats,
                 seconds: dict) -> dict:
-        """The step's metrics (README "Metrics" says what each means), summed over ranks by name."""
+        """The step's metrics (docs/configuration.md "Metrics" says what each means), summed over ranks by name."""
         G, env = self.config.rl_rollout_size, self.env
         first_mask = first.mask(env.end_token)
         # This rank's sums: one all-reduce below, and every share is taken of the sums (a mean of

@@ -15,7 +15,7 @@ plus `learners`, the networks it trains beside the policy (the critic), and thei
   dpo              Preference          pairs (chosen, rejected)         the DPO loss against the reference
 
 Adding one: a class here with these methods, a row in `OBJECTIVES`, its name in rl/algorithms.py's
-`OBJECTIVES` and `ALGORITHMS` table (README "Adding an algorithm").
+`OBJECTIVES` and `ALGORITHMS` table (docs/algorithms.md "Adding an algorithm").
 """
 
 import math

@@ -265,7 +265,7 @@ def test_entropy_of_uniform_and_certain_policies():
     assert compute_entropy(logits, torch.tensor([[0.0, 1.0]]))[0, 0].item() == 0.0
 
 
-# What the README's algorithm table states, pinned here: editing a row of ALGORITHMS must fail.
+# What docs/algorithms.md's algorithm table states, pinned here: editing a row of ALGORITHMS must fail.
 README_TABLE = {
     "reinforce": ("baseline", "token-mean", 1, 1, 0.2, 0.2, False, "policy_gradient"),
     "grpo": ("group_zscore", "seq-mean-token-mean", 1, 1, 0.2, 0.2, False, "policy_gradient"),

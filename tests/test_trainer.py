@@ -445,7 +445,7 @@ def test_kl_penalty_keeps_a_frozen_reference_and_starts_at_zero(estimator):
 
 
 def test_a_new_objective_is_a_class_and_a_table_entry(monkeypatch):
-    """README "Adding an algorithm", as written there: an objective class, its OBJECTIVES entry and a
+    """docs/algorithms.md "Adding an algorithm", as written there: an objective class, its OBJECTIVES entry and a
     row; the trainer unchanged dispatches to it. A = r - 1, so exactly the wrong answers teach."""
     from rl import algorithms
 

@@ -35,7 +35,7 @@ decay to a tenth), then evaluated on the same test and validation sets; added to
 the run's folder is gone, its warm start is trained again first and must match the file's (steps and
 validation).
 
-Prints one JSON line per run, then Markdown tables of medians over seeds. The README's tables and
+Prints one JSON line per run, then Markdown tables of medians over seeds. docs/results.md's tables and
 plots come from the files: `python -m rl.tools.readme`.
 """
 
@@ -347,7 +347,7 @@ def measure(args) -> list:
 
 
 def saved_results() -> list:
-    """Every result file in results/benchmark/, in the README tables' order: config, sampler, seed."""
+    """Every result file in results/benchmark/, in the order of docs/results.md's tables: config, sampler, seed."""
     order = ("default", "uniform", "prioritized", "replay")
     name = lambda r: r["sampler"].partition(":")[0]
     return sorted(results.load("benchmark"), key=lambda r: (r["config"], r.get("set", []), r["processes"],

@@ -2,7 +2,7 @@
 
     python -m rl.tools.compare                                   # every algorithm, both shipped configs, seeds 0 1 2
     python -m rl.tools.compare --configs AdderRLConfig --runs reinforce grpo --seeds 0
-    python -m rl.tools.compare --table                           # the README's table from results/compare/
+    python -m rl.tools.compare --table                           # docs/results.md's table from results/compare/
 
 A run is ALGORITHM or ALGORITHM:KEY=VALUE,... (config overrides for that run); by default every row
 of the algorithm table with the config as it is, and the default algorithm with uniform problem

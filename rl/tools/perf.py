@@ -245,7 +245,7 @@ def main(configs: list, compile: bool = False, rerun: bool = False):
 
 
 def table(rec: dict) -> str:
-    """The README's speed table from one perf record."""
+    """docs/results.md's speed table from one perf record."""
     row = {r["metric"] + ("_1" if r["metric"] == "update" and r["threads"] == 1 else ""): r for r in rec["rows"]}
     up, one, prof, shares = row["update"], row.get("update_1", {}), row["update_profile"], row["step_shares"]
     tok, bf, sps = row["rollout_tokens_per_second"], row["bf16"], row["samples_per_second"]
