@@ -8,26 +8,40 @@ The evaluation set is split across ranks and the counts are summed, so 1 and N p
 the same number. An answer decoded from non-finite logits (weights that overflowed) is no answer:
 evaluation then raises TrainingError on every rank instead of reporting a number.
 
-Beyond greedy accuracy, how often sampling finds the right answer (pass@k): the chance that at least
-one of k answers sampled at a temperature is right, averaged over problems, estimated two ways:
-`pass_at_k_unbiased` from n sampled answers per problem (`count_right_samples`; Chen et al. 2021), and
-`exact_pass_at_k` from the probability p that one sample is right, which one teacher-forced pass gives
-exactly (`answer_probability`), since the right answer is one token sequence: no sampling noise. With
-show_work=true many answers (any shown work) share the right final answer, so p is not one sequence's
-probability.
+Beyond greedy accuracy, how often sampling finds the right answer (pass@k), for any snapshot or warm
+start file, on the fixed evaluation set of the test (or validation) split:
+
+    python -m rl.evaluate out/AdderRLConfig/rl_snapshot_200.pt --split test --num 1000 --k 1 8 64 --samples 64 --show 10
+    python -m rl.evaluate --help
+
+pass@k is the chance that at least one of k answers sampled at the temperature is right, averaged over
+problems, estimated two ways: `pass_at_k_unbiased` from n sampled answers per problem (Chen et al.
+2021), and `exact_pass_at_k` from the probability p that one sample is right, which one teacher-forced
+pass gives exactly (`answer_probability`), since the right answer is one token sequence: no sampling
+noise. With show_work=true many answers (any shown work) share the right final answer, so p is not one
+sequence's probability and only the sampled figures are reported. The command prints a table, writes
+every number to a JSON file (and pass@k against k to a PNG when matplotlib is installed).
 """
 
+import argparse
+import math
+import os
+import shlex
+import sys
+import time
 from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
 from tqdm import tqdm
 
-from rl import dist
+from rl import dist, seeding
 from rl.algorithms import answer_logits, answer_mask, masked, token_logprobs
-from rl.errors import TrainingError  # (re-exported: from rl.evaluate import TrainingError keeps working)
+from rl.errors import ConfigError, TrainingError  # (TrainingError re-exported: from rl.evaluate import it works)
 from rl.math_env import MathEnvironment
 from rl.math_reward import digit_match, exact_match, steps_match
+from rl.run_dir import WriteError, write_json
+from rl.snapshot import load_snapshot, model_from_snapshot
 
 
 @dataclass
@@ -141,3 +155,264 @@ def count_right_samples(model, env: MathEnvironment, a, b, *, num_samples: int, 
         counts.append(right.view(-1, num_samples).sum(dim=1).long())
     model.train(was_training)
     return torch.cat(counts)
+
+
+def p_right(model, env: MathEnvironment, a, b, *, temperature: float, batch_size: int) -> torch.Tensor:
+    """answer_probability of each problem's right answer, batch_size problems a pass: (a, b) int arrays
+    (N,) -> (N,) float64 on the CPU. TrainingError if the logits were not finite."""
+    device, parts = next(model.parameters()).device, []
+    for i in range(0, len(a), batch_size):
+        prompts, targets = env.encode(a[i:i + batch_size], b[i:i + batch_size])
+        parts.append(answer_probability(model, env, prompts.to(device), targets.to(device), temperature).cpu())
+    p = torch.cat(parts)
+    if not torch.isfinite(p).all():
+        raise TrainingError(f"non-finite logits in the teacher-forced pass at temperature {temperature}: "
+                            f"raise --temperature, or check the file's weights")
+    return p
+
+
+def k_grid(n: int) -> list:
+    """Some k from 1 to n, about evenly spaced in log k (the plot's x axis), n included."""
+    return sorted({min(n, round(2 ** (j / 2))) for j in range(int(2 * math.log2(n)) + 1)} | {n})
+
+
+def pass_at_k_table(ks: list, c: torch.Tensor, n: int, p: Optional[torch.Tensor]) -> dict:
+    """For each k: the sampled pass@k (mean over problems of the unbiased estimate from c (N,) right of
+    n), its standard error over problems, and the exact one (mean of 1 - (1 - p)^k; None without p)."""
+    out = {}
+    for k in ks:
+        per_problem = pass_at_k_unbiased(n, c, k)
+        se = per_problem.std().item() / math.sqrt(len(c)) if len(c) > 1 else float("nan")
+        out[k] = dict(sampled=per_problem.mean().item(), sampled_stderr=se,
+                      exact=exact_pass_at_k(p, k).mean().item() if p is not None else None)
+    return out
+
+
+# ---- the command: python -m rl.evaluate FILE ----------------------------------------------------------
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one-line ConfigErrors (argparse's own prints the usage and exits)."""
+
+    def error(self, message):
+        raise ConfigError(f"{message}; see python -m rl.evaluate --help")
+
+
+def parse_args(argv: list) -> argparse.Namespace:
+    parser = OneLineParser(prog="python -m rl.evaluate", add_help=False, description=(
+        "Greedy accuracy, and pass@k sampled and exact, of a snapshot or warm start file on the fixed "
+        "evaluation set of a held-out split; a table on stdout, every number in a JSON file, a PNG of pass@k."),
+        epilog="example: python -m rl.evaluate out/AdderRLConfig/rl_snapshot_200.pt --k 1 8 64 --samples 64 --show 10")
+    parser.add_argument("file", nargs="?", help="an RL snapshot (rl_snapshot_*.pt) or a warm start (warm_start.pt)")
+    parser.add_argument("--split", default="test", help="test (default) or validation: the numbers are held out")
+    parser.add_argument("--num", type=int, default=1000, help="problems: the first NUM of the split's fixed set")
+    parser.add_argument("--samples", type=int, default=64, help="answers sampled per problem (n of pass@k)")
+    parser.add_argument("--k", type=int, nargs="+", default=[1, 8, 64], help="the k of pass@k, each at most --samples")
+    parser.add_argument("--temperature", type=float, default=None,
+                        help="sampling temperature (default: the file's rl_temperature, else 1.0)")
+    parser.add_argument("--show", type=int, default=0, help="print this many problems with the greedy answer")
+    parser.add_argument("--out", default=None, help="the JSON file (default: FILE's stem + .eval.json beside it); "
+                                                    "the PNG goes beside it")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the sampling: the same numbers every run")
+    parser.add_argument("--device", default="auto", help="auto (cuda if available), cpu or cuda")
+    parser.add_argument("--batch_size", type=int, default=4096,
+                        help="answers a forward pass takes at once (bounds memory)")
+    parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
+    args = parser.parse_args(argv)
+    args.help_text = parser.format_help()
+    return args
+
+
+def check_args(args: argparse.Namespace):
+    """ConfigError (one line) for an argument no evaluation can take."""
+    if args.file is None:
+        raise ConfigError("no file to evaluate; pass a snapshot or warm start file: python -m rl.evaluate FILE")
+    if args.split == "train":
+        raise ConfigError("--split=train is refused: the reported numbers are held out; use test or validation")
+    if args.split not in ("test", "validation"):
+        raise ConfigError(f"unknown split {args.split!r}; use test (the default) or validation")
+    for name in ("num", "samples", "batch_size"):
+        if getattr(args, name) <= 0:
+            raise ConfigError(f"--{name} must be positive, got {getattr(args, name)}")
+    bad = [k for k in args.k if not 1 <= k <= args.samples]
+    if bad:
+        raise ConfigError(f"--k {bad[0]} is outside 1..--samples={args.samples}: pass@k needs at least k samples; "
+                          f"raise --samples or lower --k")
+    if args.temperature is not None and not (math.isfinite(args.temperature) and args.temperature > 0):
+        raise ConfigError(f"--temperature must be a positive number, got {args.temperature}")
+    if args.show < 0 or args.seed < 0:
+        raise ConfigError(f"--{'show' if args.show < 0 else 'seed'} must be 0 or more")
+
+
+def load_for_evaluation(path: str):
+    """(model on the CPU, its MathEnvironment, the snapshot dict) of a snapshot or warm start file."""
+    snap = load_snapshot(path)
+    if not isinstance(snap.get("task"), dict):
+        raise ConfigError(f"{path} does not say which task it was trained on, so it cannot be evaluated")
+    try:
+        env = MathEnvironment(**snap["task"])
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{path} names a task this version cannot build ({e})") from None
+    return model_from_snapshot(snap), env, snap
+
+
+def output_paths(args: argparse.Namespace):
+    """(JSON path, PNG path); ConfigError now, not after the evaluation, if the folder is not writable."""
+    out = args.out or os.path.splitext(args.file)[0] + ".eval.json"
+    folder = os.path.dirname(os.path.abspath(out))
+    if not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+        raise ConfigError(f"cannot write {out}: {folder} is not a writable folder; pass --out elsewhere")
+    return out, (out[:-len(".json")] if out.endswith(".json") else out) + ".png"
+
+
+def evaluate_set(model, env: MathEnvironment, a, b, args: argparse.Namespace, device):
+    """Every number of one evaluation set (a, b) (int arrays (N,)): greedy, pass@k sampled and exact
+    (exact with show_work=false only: see the module docstring); and per problem, the right samples
+    c (N,) and p(right) (N,) (None with show_work), for --show."""
+    info = dist.DistInfo(device=device)
+    greedy = evaluate(model, env, a, b, info, batch_size=args.batch_size, num_mistakes=0, split=args.split)
+    generator = seeding.torch_generator(args.seed, 0, 0, seeding.SAMPLING, device)
+    c = count_right_samples(model, env, a, b, num_samples=args.samples, temperature=args.temperature,
+                            generator=generator, batch_size=args.batch_size, progress=sys.stderr.isatty())
+    p = None if env.show_work else p_right(model, env, a, b, temperature=args.temperature,
+                                           batch_size=args.batch_size)
+    asked, curve = sorted(set(args.k)), k_grid(args.samples)
+    table = pass_at_k_table(sorted(set(asked) | set(curve)), c, args.samples, p)
+    numbers = {"num_problems": len(a), "greedy_accuracy": greedy.accuracy,
+               "greedy_digit_accuracy": greedy.digit_accuracy, "greedy_steps_accuracy": greedy.steps_accuracy,
+               "pass_at_k": {str(k): table[k] for k in asked},
+               "mean_p_right": p.mean().item() if p is not None else None,
+               "exact_note": None if p is not None else EXACT_NOTE,
+               "pass_at_k_curve": {str(k): table[k] for k in curve}}  # what the PNG draws
+    return numbers, c, p
+
+
+EXACT_NOTE = ("exact pass@k not reported: with show_work=true many answers (any shown work) share the right final "
+              "answer, so p(right) is not one sequence's probability")
+
+
+def show_lines(model, env: MathEnvironment, a, b, c: torch.Tensor, p: Optional[torch.Tensor], *, num_show: int,
+               num_samples: int) -> list:
+    """A line for each of the first num_show problems (a, b) (int arrays (N,)): the prompt, the greedy
+    answer as written, the number it means (written least-significant digit first when reverse_answer),
+    right or the mistake, p(right) (N,) (None: not shown) and how many of num_samples sampled answers c
+    (N,) were right:  "37+48= 580$  (85)  right  p(right)=0.93  15/16 sampled right"."""
+    if not num_show:
+        return []
+    a, b, device = a[:num_show], b[:num_show], next(model.parameters()).device
+    prompts, targets = env.encode(a, b)
+    was_training = model.training
+    model.eval()
+    greedy = model.generate(prompts.to(device), env.answer_len, greedy=True, end_token=env.end_token,
+                            pad_token=env.pad_token).cpu()
+    model.train(was_training)
+    right = exact_match(env, targets, greedy)
+    lines = []
+    for j in range(len(a)):
+        value = env.decode_answer(greedy[j])
+        verdict = "right" if right[j] else f"wrong: {env.describe_mistake(int(a[j]), int(b[j]), greedy[j])}"
+        exact = f"  p(right)={p[j]:.3g}" if p is not None else ""
+        lines.append(f"  {env.decode_text(prompts[j])} {env.decode_text(greedy[j])}  "
+                     f"({value if value is not None else 'malformed'})  {verdict}{exact}  "
+                     f"{int(c[j])}/{num_samples} sampled right")
+    return lines
+
+
+def report_table(report: dict) -> str:
+    """The numbers of `report` (main's JSON) as the lines the command prints."""
+    r, step = report, f", step {report['step']}" if report.get("step") is not None else ""
+    lines = [f"{r['file']} ({r['kind']}{step}): {r['task']['task']}, ndigit={r['task']['ndigit']}; "
+             f"{r['num_problems']} {r['split']} problems; {r['device']}; {r['seconds']:.1f}s",
+             f"greedy   accuracy {r['greedy_accuracy']:.4f}   digit accuracy {r['greedy_digit_accuracy']:.4f}" + (
+                 f"   steps all right {r['greedy_steps_accuracy']:.4f}" if r["greedy_steps_accuracy"] is not None
+                 else ""),
+             f"pass@k at temperature {r['temperature']:g} ({r['temperature_from']}), {r['samples']} samples a problem, "
+             f"seed {r['seed']}",
+             f"  {'k':>5}  {'sampled':>8} {'+/- s.e.':>9}  {'exact':>8}"]
+    for k, row in r["pass_at_k"].items():
+        exact = f"{row['exact']:8.4f}" if row["exact"] is not None else f"{'-':>8}"
+        lines.append(f"  {k:>5}  {row['sampled']:8.4f} {row['sampled_stderr']:9.4f}  {exact}")
+    lines.append("  sampled: unbiased estimator from the samples (s.e. over problems); exact: 1 - (1 - p)^k, p = "
+                 "p(right answer) from one teacher-forced pass" if r["exact_note"] is None else f"  {r['exact_note']}")
+    return "\n".join(lines)
+
+
+def write_plot(path: str, report: dict) -> Optional[str]:
+    """pass@k against k (sampled, with its standard error, and exact) as a PNG; the path, or None
+    with one line on stderr when matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("plot skipped: matplotlib is not installed (pip install -r requirements-tools.txt)", file=sys.stderr)
+        return None
+    curve = report["pass_at_k_curve"]
+    ks = [int(k) for k in curve]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.errorbar(ks, [row["sampled"] for row in curve.values()], [row["sampled_stderr"] for row in curve.values()],
+                marker="o", ms=3, capsize=2, label=f"sampled ({report['samples']} a problem)")
+    if report["exact_note"] is None:
+        ax.plot(ks, [row["exact"] for row in curve.values()], label="exact, 1 - (1 - p)^k")
+    ax.set(xscale="log", xlabel="k", ylabel="pass@k", ylim=(0, 1.02), title=(
+        f"{os.path.basename(report['file'])}: {report['num_problems']} {report['split']} problems, "
+        f"T={report['temperature']:g}"))
+    ticks = [k for k in ks if k & (k - 1) == 0]  # powers of 2, written out (a log axis writes 10^0, 10^1)
+    ax.set_xticks(ticks, [str(k) for k in ticks])
+    ax.minorticks_off()
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def main(argv=None) -> int:
+    """The command; 0, 2 for bad input (one line on stderr), 1 if the numbers blew up (one line)."""
+    argv = sys.argv[1:] if argv is None else argv
+    t0 = time.time()
+    try:
+        args = parse_args(argv)
+        if args.help:
+            print(args.help_text)
+            return 0
+        check_args(args)
+        model, env, snap = load_for_evaluation(args.file)
+        json_path, png_path = output_paths(args)
+        try:
+            device, _ = dist.pick_device_and_backend(args.device, "auto", 0)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        from_config = (snap.get("config") or {}).get("rl_temperature")
+        temperature_from = "--temperature" if args.temperature is not None else (
+            "the file's rl_temperature" if from_config is not None else "default")
+        args.temperature = args.temperature or from_config or 1.0
+        model.to(device)
+        a, b = env.eval_operands(args.num, args.split)
+        numbers, c, p = evaluate_set(model, env, a, b, args, device)
+        shown = show_lines(model, env, a, b, c, p, num_show=args.show, num_samples=args.samples)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except TrainingError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    report = {"command": shlex.join(["python", "-m", "rl.evaluate", *argv]), "file": args.file,
+              "kind": snap.get("kind"), "step": snap.get("step"), "task": snap["task"], "split": args.split,
+              "num": args.num, "samples": args.samples, "temperature": args.temperature,
+              "temperature_from": temperature_from, "k": args.k, "seed": args.seed, "device": str(device),
+              "threads": torch.get_num_threads(), **numbers, "seconds": time.time() - t0}
+    print(report_table(report))
+    for line in shown:
+        print(line)
+    try:
+        write_json(json_path, report)
+    except WriteError as e:
+        print(f"error: could not write {json_path} ({e})", file=sys.stderr)
+        return 2
+    plot = write_plot(png_path, report)
+    print(f"wrote {json_path}" + (f" and {plot}" if plot else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

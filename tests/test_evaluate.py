@@ -1,20 +1,26 @@
 """Which split each reported number decodes, pinned from the outside, and greedy decoding: the
 trainer's test and validation sets, the entry script's names for them and the number it reports
 must each decode the split the README says; pass@k by hand, the exact p(right) against the product of
-token probabilities and the sampled pass@k against the exact one.
+token probabilities and the sampled pass@k against the exact one, and the command python -m rl.evaluate
+(its report, --show, the JSON file, the one-line errors).
 Run: python -m pytest tests/test_evaluate.py"""
 
+import json
 import math
+import subprocess
+import sys
 from fractions import Fraction
 
 import numpy as np
 import pytest
 import torch
 
-from helpers import make_trainer
+from helpers import REPO, make_trainer
+from model.gpt import GPT, GPTConfig
 from rl import math_trainer, rl_ddp
-from rl.evaluate import EvalResult, answer_probability, count_right_samples, exact_pass_at_k, pass_at_k_unbiased
-from rl.math_env import SPLITS
+from rl.evaluate import (EvalResult, answer_probability, count_right_samples, evaluate, exact_pass_at_k, main,
+                         pass_at_k_unbiased)
+from rl.math_env import SPLITS, MathEnvironment
 from rl.math_reward import digit_match, exact_match
 from rl.warm_start import teacher_forced_step
 
@@ -65,7 +71,7 @@ def test_evaluation_decodes_greedily():
 
 
 
-# ---- pass@k: sampled and exact ----------------------------------------------------------------
+# ---- pass@k and the command: python -m rl.evaluate FILE ---------------------------------------------
 def test_pass_at_k_unbiased_by_hand():
     assert pass_at_k_unbiased(5, 2, 2).item() == pytest.approx(0.7)  # 1 - C(3,2)/C(5,2) = 1 - 3/10
     assert pass_at_k_unbiased(5, torch.tensor([0, 1, 5]), 1).tolist() == pytest.approx([0.0, 0.2, 1.0])
@@ -151,3 +157,115 @@ def test_sampled_and_exact_pass_at_k_agree_within_their_error(taught):
     again = count_right_samples(taught.model, env, a, b, num_samples=n, temperature=T,
                                 generator=torch.Generator().manual_seed(0), batch_size=1000)
     assert torch.equal(c, again)  # a seeded generator: the same samples
+
+
+@pytest.fixture(scope="module")
+def snapshot_file(taught, tmp_path_factory):
+    path = tmp_path_factory.mktemp("snap") / "rl_snapshot_7.pt"
+    torch.save(taught.state_dict(), path)
+    return path
+
+
+def command(args: list, capsys) -> tuple:
+    code = main([str(a) for a in args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+JSON_KEYS = {"command", "file", "kind", "step", "task", "split", "num", "samples", "temperature", "temperature_from",
+             "k", "seed", "device", "threads", "num_problems", "greedy_accuracy", "greedy_digit_accuracy",
+             "greedy_steps_accuracy", "pass_at_k", "mean_p_right", "exact_note", "pass_at_k_curve", "seconds"}
+
+
+def test_the_command_reports_greedy_sampled_and_exact_numbers(snapshot_file, taught, capsys):
+    out = snapshot_file.parent / "eval.json"
+    args = [snapshot_file, "--num", 100, "--samples", 16, "--k", 1, 4, 16, "--show", 3, "--out", out]
+    code, stdout, stderr = command(args, capsys)
+    assert code == 0, stderr
+    report = json.loads(out.read_text())
+    assert set(report) == JSON_KEYS and set(report["pass_at_k"]) == {"1", "4", "16"}
+    assert report["file"] == str(snapshot_file) and report["command"].startswith("python -m rl.evaluate ")
+    assert (report["split"], report["num"], report["num_problems"], report["samples"], report["k"]) == (
+        "test", 100, 100, 16, [1, 4, 16])
+    assert report["temperature"] == 0.8 and report["temperature_from"] == "the file's rl_temperature"
+    a, b = taught.env.eval_operands(100, "test")
+    greedy = evaluate(taught.model, taught.env, a, b, taught.info)
+    assert report["greedy_accuracy"] == greedy.accuracy and report["greedy_digit_accuracy"] == greedy.digit_accuracy
+    p = answer_probability(taught.model, taught.env, *taught.env.encode(a, b), 0.8)
+    assert report["pass_at_k"]["4"]["exact"] == pytest.approx(exact_pass_at_k(p, 4).mean().item())
+    assert report["mean_p_right"] == pytest.approx(report["pass_at_k"]["1"]["exact"])
+    assert (snapshot_file.parent / "eval.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    lines = stdout.splitlines()
+    assert any(line.split()[:4] == ["16", f"{report['pass_at_k']['16']['sampled']:.4f}",
+                                    f"{report['pass_at_k']['16']['sampled_stderr']:.4f}",
+                                    f"{report['pass_at_k']['16']['exact']:.4f}"] for line in lines)
+    shown = [line for line in lines if "sampled right" in line]
+    assert len(shown) == 3
+    for line, x, y in zip(shown, a, b):  # e.g. "  37+48= 580$  (85)  right  p(right)=0.93  15/16 sampled right"
+        truth = taught.env.problem(int(x), int(y))
+        assert line.split()[0] == truth.prompt and ("  right  " in line) == (line.split()[1] == truth.target)
+        assert line.split()[2] == f"({int(line.split()[1][-2::-1])})"  # the number the reversed answer means
+    # seeded: the same command gives the same numbers; another seed other samples
+    code, again, _ = command(args, capsys)
+    assert code == 0 and again.splitlines()[1:] == lines[1:]  # (the first line holds the seconds)
+    command([*args, "--seed", 1, "--temperature", 1.5], capsys)
+    other = json.loads(out.read_text())
+    assert other["temperature"] == 1.5 and other["pass_at_k"]["1"]["sampled"] != report["pass_at_k"]["1"]["sampled"]
+
+
+def test_a_warm_start_with_shown_work_reports_no_exact_figures(tmp_path, capsys, monkeypatch):
+    """A warm start file has no config (temperature 1.0); with show_work the right final answer is
+    many token sequences, so only the sampled pass@k is reported, and the output says why. Without
+    matplotlib, one line says how to install it and the rest is done."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    task = dict(task="multiplier", ndigit=2, reverse_answer=True, use_format=True, show_work=True,
+                test_fraction=0.1, validation_fraction=0.05)
+    env = MathEnvironment(**task)
+    model = GPT(GPTConfig(vocab_size=env.vocab_size, n_position=env.seq_len, n_layer=1, n_head=2, n_embed=16))
+    path = tmp_path / "warm_start.pt"
+    torch.save({"kind": "warm_start", "model": model.state_dict(), "model_args": vars(model.config), "task": task},
+               path)
+    code, stdout, stderr = command([path, "--num", 20, "--samples", 4, "--k", 1, 4], capsys)
+    assert code == 0, stderr
+    report = json.loads((tmp_path / "warm_start.eval.json").read_text())
+    assert report["temperature"] == 1.0 and report["temperature_from"] == "default"
+    assert report["pass_at_k"]["4"]["exact"] is None and report["mean_p_right"] is None
+    assert report["greedy_steps_accuracy"] is not None and "exact pass@k not reported" in stdout
+    assert stderr == "plot skipped: matplotlib is not installed (pip install -r requirements-tools.txt)\n"
+    assert not (tmp_path / "warm_start.eval.png").exists() and "wrote " in stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["missing.pt"], "error: snapshot missing.pt does not exist"),
+    (["README.md"], "error: snapshot README.md is unreadable"),
+    (["{snap}", "--samples", "4", "--k", "1", "8"], "error: --k 8 is outside 1..--samples=4"),
+    (["{snap}", "--k", "0"], "error: --k 0 is outside"),
+    (["{snap}", "--samples", "0"], "error: --samples must be positive, got 0"),
+    (["{snap}", "--num", "-3"], "error: --num must be positive, got -3"),
+    (["{snap}", "--split", "train"], "error: --split=train is refused: the reported numbers are held out"),
+    (["{snap}", "--split", "tset"], "error: unknown split 'tset'; use test (the default) or validation"),
+    (["{snap}", "--temperature", "0"], "error: --temperature must be a positive number, got 0.0"),
+    (["{snap}", "--samles", "8"], "error: unrecognized arguments: --samles 8"),
+    (["{snap}", "--device", "tpu"], "error: device must be 'auto', 'cpu' or 'cuda', got 'tpu'"),
+    ([], "error: no file to evaluate"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, snapshot_file, capsys):
+    code, stdout, stderr = command([str(snapshot_file) if a == "{snap}" else a for a in args], capsys)
+    assert code == 2 and stderr.startswith(message) and len(stderr.strip().splitlines()) == 1, stderr
+
+
+def test_the_module_runs_as_a_command():
+    """python -m rl.evaluate: its help, and a missing file's one line with no traceback."""
+    run = lambda *args: subprocess.run([sys.executable, "-m", "rl.evaluate", *args], cwd=REPO, capture_output=True,
+                                       text=True, timeout=120)
+    missing = run("no/such/rl_snapshot_1.pt")
+    assert missing.returncode == 2 and missing.stderr == "error: snapshot no/such/rl_snapshot_1.pt does not exist\n"
+    assert main(["--help"]) == 0
+
+
+def test_numbers_that_blow_up_are_one_line_and_exit_1(snapshot_file, capsys):
+    """Logits over a temperature so small that they overflow: no number is reported from them."""
+    code, stdout, stderr = command([snapshot_file, "--num", 10, "--samples", 2, "--k", 1, "--temperature", 1e-45],
+                                   capsys)
+    assert code == 1 and stderr.startswith("error: non-finite logits while sampling at temperature 1e-45")
+    assert len(stderr.strip().splitlines()) == 1 and stdout == ""
