@@ -4,7 +4,9 @@ change, saving a step, and building a model from one.
 A snapshot is one dict of plain types and tensors that loads with `weights_only=True`, so a file
 from elsewhere cannot run code. It carries `model_args`, so it can rebuild its own model: the one
 `load_snapshot` + `model_from_snapshot` pair serves resume, evaluation and sampling alike. Where the
-files live, their names, and the folder's crash-consistency invariants are rl/run_dir.py's.
+files live, their names, and the folder's crash-consistency invariants are rl/run_dir.py's. A
+`config` here is the resolved BaseRLConfig (configs/base.py), read only through its fields and its
+model_args(), task_args() and portable_dict(), so this file needs no import of the configs.
 
 Every way a file can be bad (missing, empty, truncated, not a torch file, holding code, of another
 kind, of another model or task, with tensors missing, misshapen or not finite) is a ConfigError of one line,
@@ -18,7 +20,6 @@ from typing import Optional
 
 import torch
 
-from configs.base import BaseRLConfig
 from model.gpt import GPT, GPTConfig
 from rl import dist
 from rl.dist import print0
@@ -149,7 +150,7 @@ class Resume:
         return self.snap["step"] if self.snap is not None else 0
 
 
-def find_resume(resume: str, config: BaseRLConfig) -> Resume:
+def find_resume(resume: str, config) -> Resume:
     """Where to continue from (read-only: what it finds is acted on only once every check passed).
     resume: 'auto' (the newest readable snapshot in out_dir, if any), 'never', or a path."""
     if resume == "never" and int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)) > 0:
@@ -182,7 +183,7 @@ def find_resume(resume: str, config: BaseRLConfig) -> Resume:
     return Resume(snap, path, later, elsewhere, changed_settings(snap, path, config))
 
 
-def changed_settings(snap: dict, path: str, config: BaseRLConfig) -> dict:
+def changed_settings(snap: dict, path: str, config) -> dict:
     """{setting: (the snapshot's value, this run's)} of the RESUMABLE settings that differ; ConfigError
     (one line naming it) for any other setting that differs, or a run already past rl_train_steps."""
     theirs, ours = snap["config"], config.portable_dict()
@@ -201,7 +202,7 @@ def changed_settings(snap: dict, path: str, config: BaseRLConfig) -> dict:
     return changes
 
 
-def check_init_from(config: BaseRLConfig):
+def check_init_from(config):
     """Refuse, before start, an init_from file that is missing, unreadable, not a snapshot, or of
     another model or task (the same one-line errors as --resume)."""
     if config.init_from in ("sft", "scratch"):
