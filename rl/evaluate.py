@@ -203,7 +203,8 @@ def parse_args(argv: list) -> argparse.Namespace:
         epilog="example: python -m rl.evaluate out/AdderRLConfig/rl_snapshot_200.pt --k 1 8 64 --samples 64 --show 10")
     parser.add_argument("file", nargs="?", help="an RL snapshot (rl_snapshot_*.pt) or a warm start (warm_start.pt)")
     parser.add_argument("--split", default="test", help="test (default) or validation: the numbers are held out")
-    parser.add_argument("--num", type=int, default=1000, help="problems: the first NUM of the split's fixed set")
+    parser.add_argument("--num", type=int, default=None, help="problems: the first NUM of the split's fixed set "
+                        "(default: the file's num_eval, the set the run reported on; else 1000)")
     parser.add_argument("--samples", type=int, default=64, help="answers sampled per problem (n of pass@k)")
     parser.add_argument("--k", type=int, nargs="+", default=[1, 8, 64], help="the k of pass@k, each at most --samples")
     parser.add_argument("--temperature", type=float, default=None,
@@ -230,7 +231,7 @@ def check_args(args: argparse.Namespace):
     if args.split not in ("test", "validation"):
         raise ConfigError(f"unknown split {args.split!r}; use test (the default) or validation")
     for name in ("num", "samples", "batch_size"):
-        if getattr(args, name) <= 0:
+        if getattr(args, name) is not None and getattr(args, name) <= 0:
             raise ConfigError(f"--{name} must be positive, got {getattr(args, name)}")
     bad = [k for k in args.k if not 1 <= k <= args.samples]
     if bad:
@@ -386,6 +387,7 @@ def main(argv=None) -> int:
         temperature_from = "--temperature" if args.temperature is not None else (
             "the file's rl_temperature" if from_config is not None else "default")
         args.temperature = args.temperature or from_config or 1.0
+        args.num = args.num or (snap.get("config") or {}).get("num_eval") or 1000  # the run's own set, by default
         model.to(device)
         a, b = env.eval_operands(args.num, args.split)
         numbers, c, p = evaluate_set(model, env, a, b, args, device)

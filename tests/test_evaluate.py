@@ -213,6 +213,15 @@ def test_the_command_reports_greedy_sampled_and_exact_numbers(snapshot_file, tau
     assert other["temperature"] == 1.5 and other["pass_at_k"]["1"]["sampled"] != report["pass_at_k"]["1"]["sampled"]
 
 
+def test_by_default_the_command_evaluates_the_set_the_run_reported_on(snapshot_file, taught, tmp_path, capsys):
+    """No --num: the file's num_eval, so its greedy accuracy is the number the run reported."""
+    code, _, stderr = command([snapshot_file, "--samples", 2, "--k", 1, "--out", tmp_path / "r.json"], capsys)
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert code == 0, stderr
+    assert report["num"] == report["num_problems"] == taught.config.num_eval
+    assert report["greedy_accuracy"] == taught.accuracy("test").accuracy
+
+
 def test_a_warm_start_with_shown_work_reports_no_exact_figures(tmp_path, capsys, monkeypatch):
     """A warm start file has no config (temperature 1.0); with show_work the right final answer is
     many token sequences, so only the sampled pass@k is reported, and the output says why. Without
