@@ -5,6 +5,7 @@ and `generate`, which samples continuations of equal-length prompts.
 
     model = GPT(GPTConfig(vocab_size=14, n_position=64))
     logits = model(idx)                                       # (B, T) -> (B, T, V)
+    logits = model(idx, pos=pos)                              # position ids pos (B, T) chosen by the task
     new = model.generate(idx, 5, temperature=1.0, end_token=12, pad_token=13)   # (B, 5)
     optimizer = model.configure_optimizer(lr=1e-3, weight_decay=0.1, betas=(0.9, 0.99))
 
@@ -13,6 +14,12 @@ and `generate`, which samples continuations of equal-length prompts.
 Layout as in GPT-2 / nanoGPT: pre-LayerNorm blocks, causal self-attention through
 `F.scaled_dot_product_attention`, a 4x GELU MLP, learned absolute position embeddings and
 (optionally) the token embedding tied to the output head.
+
+Position ids: by default token t reads the embedding of position t (GPT-2). A caller may pass its
+own ids `pos` (B, T), any integers in [0, n_position), repeated or out of order: the task chooses
+them (coupled ids for length generalisation, rl/long_env.py). `generate` then takes the ids of the
+prompt and of every answer position in advance, (B, P + max_new_tokens), so that each decoded token
+reads its own id from the KV cache's step.
 """
 
 import math
@@ -157,17 +164,26 @@ class GPT(nn.Module):
     def configure_optimizer(self, *, lr: float, weight_decay: float, betas: tuple) -> torch.optim.AdamW:
         return configure_optimizer(self, lr=lr, weight_decay=weight_decay, betas=betas)
 
-    def forward(self, idx, cache: KVCache = None):
-        """idx (B, T) token ids -> logits (B, T, V). With a cache, idx continues what it holds."""
-        return self.lm_head(self.hidden(idx, cache))
+    def forward(self, idx, cache: KVCache = None, pos=None):
+        """idx (B, T) token ids -> logits (B, T, V). With a cache, idx continues what it holds.
+        pos (B, T): the position id of each token; None: cache.pos + 0, 1, ..., T - 1."""
+        return self.lm_head(self.hidden(idx, cache, pos))
 
-    def hidden(self, idx, cache: KVCache = None):
+    def hidden(self, idx, cache: KVCache = None, pos=None):
         """idx (B, T) -> the final LayerNorm's output (B, T, C), what the output head reads."""
         B, T = idx.shape
         start = cache.pos if cache is not None else 0
-        if start + T > self.config.n_position:
-            raise ValueError(f"sequence of {start + T} tokens exceeds n_position={self.config.n_position}")
-        pos = torch.arange(start, start + T, device=idx.device)
+        if pos is None:
+            if start + T > self.config.n_position:
+                raise ValueError(f"sequence of {start + T} tokens exceeds n_position={self.config.n_position}")
+            pos = torch.arange(start, start + T, device=idx.device)
+        else:
+            if pos.shape != idx.shape:
+                raise ValueError(f"position ids of shape {tuple(pos.shape)} for tokens of shape {tuple(idx.shape)}")
+            # checked on a whole pass or a prefill, not on every decoded token (a host sync each); generate
+            # checks the ids of the tokens it will decode before its loop
+            if start == 0:
+                check_position_ids(pos, self.config.n_position)
         x = self.drop(self.wte(idx) + self.wpe(pos))
         for layer, block in enumerate(self.blocks):
             x = block(x, cache, layer)
@@ -178,7 +194,7 @@ class GPT(nn.Module):
     @torch.inference_mode()
     def generate(self, idx, max_new_tokens, *, temperature=1.0, top_k=None, greedy=False, end_token=None,
                  pad_token=None, generator=None, num_samples=1, use_cache=True, with_stats=False,
-                 with_nonfinite=False):
+                 with_nonfinite=False, pos=None):
         """Sample `max_new_tokens` continuations of the prompts idx (B, P).
 
         Returns (B * num_samples, max_new_tokens): num_samples continuations of each prompt, those of
@@ -196,10 +212,13 @@ class GPT(nn.Module):
         this raise (see `draw`); `with_nonfinite` adds a last output (B * num_samples,) bool, True for a
         row that met one at any step, or logits so large (about 3e38 / V) that their sum overflows: its
         tokens mean nothing. The other rows are exactly what they would be without this check.
+        `pos` (B, P + max_new_tokens): the position ids of the prompt and of every token to be written
+        (known in advance from the task); None: 0, 1, 2, ... as in training.
         """
         B, P = idx.shape
+        prompt_pos, pos = generation_position_ids(pos, (B, P), max_new_tokens, num_samples, self.config.n_position)
         cache = KVCache(self.config, B, P + max_new_tokens, idx.device, self.wte.weight.dtype) if use_cache else None
-        logits = self(idx, cache)[:, -1, :].repeat_interleave(num_samples, dim=0)
+        logits = self(idx, cache, prompt_pos)[:, -1, :].repeat_interleave(num_samples, dim=0)
         if use_cache:
             cache.repeat_interleave(num_samples)
         seq = idx.repeat_interleave(num_samples, dim=0)  # only read without a cache
@@ -227,14 +246,31 @@ class GPT(nn.Module):
                 finished = finished | (next_token == end_token)
             out[:, t] = next_token
             if t + 1 < max_new_tokens:
-                if use_cache:
-                    logits = self(next_token[:, None], cache)[:, -1, :]
-                else:
-                    seq = torch.cat([seq, next_token[:, None]], dim=1)
-                    logits = self(seq)[:, -1, :]
+                seq = next_token[:, None] if use_cache else torch.cat([seq, next_token[:, None]], dim=1)
+                ids = None if pos is None else pos[:, P + t:P + t + 1] if use_cache else pos[:, :P + t + 1]
+                logits = self(seq, cache, ids)[:, -1, :]
         nonfinite = ~sums.isfinite().all(dim=0)  # (B * num_samples,): every step's sums, checked once
         outputs = ((out, logps, entropy) if with_stats else (out,)) + ((nonfinite,) if with_nonfinite else ())
         return outputs if len(outputs) > 1 else out
+
+
+def check_position_ids(pos: torch.Tensor, n_position: int):
+    """ValueError (one line) for a position id outside the embedding table [0, n_position)."""
+    low, high = int(pos.min()), int(pos.max())
+    if low < 0 or high >= n_position:
+        raise ValueError(f"position ids {low}..{high} outside the {n_position} embeddings (n_position={n_position})")
+
+
+def generation_position_ids(pos, prompt_shape: tuple, max_new_tokens: int, num_samples: int, n_position: int):
+    """generate's ids pos (B, P + max_new_tokens), checked -> those of the prompts (B, P) and those of every
+    sampled row (B * num_samples, P + max_new_tokens); (None, None) for none."""
+    if pos is None:
+        return None, None
+    P, shape = prompt_shape[1], (prompt_shape[0], prompt_shape[1] + max_new_tokens)
+    if pos.shape != shape:
+        raise ValueError(f"generate takes the position ids of prompt and answer, {shape}, got {tuple(pos.shape)}")
+    check_position_ids(pos, n_position)
+    return pos[:, :P], pos.repeat_interleave(num_samples, dim=0)
 
 
 def draw(logits, top_k=None, generator=None):
@@ -270,6 +306,7 @@ class Critic(nn.Module):
         critic.trunk.load_state_dict({k: v for k, v in policy.state_dict().items() if not k.startswith("lm_head.")})
         return critic
 
-    def forward(self, idx):
-        """idx (B, T) -> values (B, T): V at each position, of the prefix up to and including it."""
-        return self.value_head(self.trunk.hidden(idx)).squeeze(-1)
+    def forward(self, idx, pos=None):
+        """idx (B, T) -> values (B, T): V at each position, of the prefix up to and including it.
+        pos (B, T): position ids as GPT.forward takes them."""
+        return self.value_head(self.trunk.hidden(idx, pos=pos)).squeeze(-1)

@@ -140,6 +140,19 @@ def split_of(a, b, test_fraction: float, validation_fraction: float) -> np.ndarr
     return np.where(u < test_fraction, 2, np.where(u < test_fraction + validation_fraction, 1, 0))
 
 
+def sample_split(env, n: int, rng: np.random.Generator, split: str):
+    """n pairs from env._draw(k, rng) that env.split_of puts in `split`, by rejection, in draw order."""
+    want = SPLITS.index(split)
+    a_out, b_out, have = [], [], 0
+    while have < n:
+        k = 2 * (n - have) + 16  # oversample: rejection keeps about 85% of draws for train
+        a, b = env._draw(k, rng)
+        keep = env.split_of(a, b) == want
+        a_out.append(a[keep]), b_out.append(b[keep])
+        have += int(keep.sum())
+    return np.concatenate(a_out)[:n], np.concatenate(b_out)[:n]
+
+
 @dataclass(frozen=True)
 class MathProblem:
     a: int
@@ -225,15 +238,7 @@ class MathEnvironment:
 
     def sample_operands(self, n: int, rng: np.random.Generator, split: str = "train"):
         """n operand pairs (a, b), each an int64 array (n,), drawn uniformly from one split."""
-        want = SPLITS.index(split)
-        a_out, b_out, have = [], [], 0
-        while have < n:
-            k = 2 * (n - have) + 16  # oversample: rejection keeps about 85% of draws for train
-            a, b = self._draw(k, rng)
-            keep = self.split_of(a, b) == want
-            a_out.append(a[keep]), b_out.append(b[keep])
-            have += int(keep.sum())
-        return np.concatenate(a_out)[:n], np.concatenate(b_out)[:n]
+        return sample_split(self, n, rng, split)
 
     def _draw(self, k: int, rng: np.random.Generator):
         a = rng.integers(0, 10 ** self.ndigit, size=k)

@@ -108,3 +108,66 @@ def test_one_optimizer_decays_matrices_and_embeddings_only():
     assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
     assert any(p is model.blocks[0].ln_1.weight for p in no_decay["params"])  # LayerNorm gains are not decayed
     assert opt.defaults["betas"] == (0.9, 0.99) and opt.defaults["lr"] == 1e-3
+
+
+def test_generate_without_position_ids_is_what_it_was_before_they_existed():
+    # recorded with the code before `pos` existed (commit 32228e8), same weights, prompts and generator
+    model = make_model()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(4.0)
+    prompts = torch.randint(0, 10, (4, 8), generator=torch.Generator().manual_seed(1))
+    out, logp, entropy = model.generate(prompts, 6, temperature=1.0, end_token=11, pad_token=12, num_samples=2,
+                                        generator=torch.Generator().manual_seed(2), with_stats=True)
+    assert out.tolist() == [[1, 13, 2, 10, 4, 6], [13, 12, 8, 3, 12, 8], [13, 6, 12, 8, 13, 6], [10, 13, 10, 5, 13, 2],
+                            [10, 6, 12, 8, 8, 12], [10, 6, 8, 8, 8, 6], [8, 10, 12, 3, 3, 3], [9, 1, 8, 6, 2, 3]]
+    assert round(float(logp.sum()), 4) == -83.9258 and round(float(entropy.sum()), 4) == 89.6866
+    assert model.generate(prompts, 6, greedy=True).tolist() == [
+        [8, 10, 13, 12, 8, 8], [1, 1, 12, 1, 12, 2], [10, 6, 12, 1, 13, 1], [2, 8, 12, 1, 10, 8]]
+    # and the ids 0, 1, 2, ... given explicitly are the same computation, bit for bit
+    arange = torch.arange(14).expand(4, 14)
+    again = model.generate(prompts, 6, temperature=1.0, end_token=11, pad_token=12, num_samples=2,
+                           generator=torch.Generator().manual_seed(2), with_stats=True, pos=arange)
+    assert all(torch.equal(x, y) for x, y in zip((out, logp, entropy), again))
+    with torch.no_grad():
+        assert torch.equal(model(prompts), model(prompts, pos=arange[:, :8]))
+
+
+def test_cached_decode_with_given_position_ids_equals_the_full_pass_at_every_step():
+    model = make_model(n_position=8)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(8.0)
+    prompts = torch.randint(0, 10, (16, 8))
+    # ids repeated, out of order and differing per row (as coupled ids with an offset per problem are):
+    # 13 tokens read only 8 embeddings
+    pos = (torch.tensor([3, 2, 1, 0, 3, 2, 1, 0, 1, 2, 3, 4, 0]) + torch.randint(0, 4, (16, 1))) % 8
+    tokens = model.generate(prompts, 5, greedy=True, pos=pos)
+    assert torch.equal(tokens, model.generate(prompts, 5, greedy=True, pos=pos, use_cache=False))
+    assert not torch.equal(tokens, model.generate(prompts, 5, greedy=True, pos=pos.roll(1, dims=1)))  # ids matter
+    draw = lambda p, ids, k: model.generate(p, 5, temperature=1.0, num_samples=k, pos=ids,
+                                            generator=torch.Generator().manual_seed(0))
+    assert torch.equal(draw(prompts, pos, 3), draw(prompts.repeat_interleave(3, 0), pos.repeat_interleave(3, 0), 1))
+    tokens = tokens.clone()
+    model.double()  # so that 1e-5 measures the cache's bookkeeping, not float32 rounding of logits near 15
+    with torch.no_grad():
+        full = model(torch.cat([prompts, tokens], dim=1), pos=pos)
+        cache = KVCache(model.config, 16, 13, prompts.device, torch.float64)
+        steps = [model(prompts, cache, pos[:, :8])[:, -1]]
+        for t in range(4):
+            steps.append(model(tokens[:, t:t + 1], cache, pos[:, 8 + t:9 + t])[:, -1])
+    assert (torch.stack(steps, 1) - full[:, 7:12]).abs().max() < 1e-5
+    assert len(set(tokens.flatten().tolist())) > 3  # the check compares real choices
+
+
+def test_position_ids_outside_the_table_or_of_the_wrong_shape_are_refused():
+    model = make_model()
+    idx = torch.zeros(2, 4, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"position ids 0..16 outside the 16 embeddings \(n_position=16\)"):
+        model(idx, pos=torch.tensor([[0, 1, 2, 16], [0, 0, 0, 0]]))
+    with pytest.raises(ValueError, match=r"position ids of shape \(2, 3\) for tokens of shape \(2, 4\)"):
+        model(idx, pos=torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"generate takes the position ids of prompt and answer, \(2, 7\), got \(2, 4\)"):
+        model.generate(idx, 3, greedy=True, pos=torch.zeros(2, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="position ids 0..20 outside"):  # an answer's id, checked before decoding
+        model.generate(idx, 3, greedy=True, pos=torch.tensor([[0, 1, 2, 3, 4, 5, 20]] * 2))

@@ -1,0 +1,265 @@
+"""Addition of numbers of many lengths in one task, up to 100 digits and more, and the coupled
+position ids that let a model add numbers longer than those it was trained on.
+
+    env = LongAdditionEnvironment((1, 20), positions="coupled", max_position_offset=80)
+    a, b = env.sample_operands(64, rng)          # digit arrays (64, 20) uint8, column i = 10^i
+    prompts, answers = env.encode(a, b)          # (64, 42), (64, 22) tokens, as MathEnvironment's
+    pos = env.position_ids(64, rng)              # (64, 64) coupled ids, a random offset per problem
+
+Token format: that of `MathEnvironment('adder', W)` at the width W of the range's longest operand
+(the vocabulary too), so a 3-digit problem of the range 1-5 is written as at ndigit=5:
+
+    12 + 345 = 357        prompt "00012+00345="     answer "753000$" (357 in W + 1 = 6 digits, reversed)
+
+Lengths: a number's length is its count of digits (0 has one). Each operand's length is drawn
+independently, uniformly over the range, then the operand uniformly over the numbers of that length
+(10..99 for two digits). Independent lengths, as Cho et al. 2024 draw them: the pairs of unequal
+lengths (3 + 17 digits, where a carry runs through the longer one's zeros-free top digits) are
+trained too, and lengths stay uniform for each operand rather than skewed towards the long end as
+the longer of two draws would be. An evaluation at one length L uses the range (L, L): both operands
+of exactly L digits.
+
+Width: every problem of an environment is written at its range's width W (zero-padded, as today),
+so prompt_len and answer_len stay fixed attributes and every consumer of MathEnvironment reads them
+unchanged. A width per batch (its longest operand) would save little when training: a batch of 64
+problems of the range 1-20 has an operand of 20 digits with probability 1 - (19/20)^128 > 0.998.
+Each phase has its own range and so its own environment (warm start, RL, and one per evaluated
+length); they share the split, which depends on the pair only.
+
+Operands are digit arrays (B, D) uint8, least-significant digit first (column i holds the digit of
+10^i), any D: 100-digit numbers do not fit an int64, digit arrays vectorise, and the answer, being
+written least-significant first, is the sum's digit array itself. `to_digits` and `to_int` convert
+from and to Python ints.
+
+The split: as MathEnvironment's, a fixed hash u in [0, 1) of the unordered pair, through splitmix64,
+extended to any length: the pair's 9-digit limbs (least significant first) are folded in one at a
+time, h <- splitmix64(h ^ (min_limb << 32 | max_limb)), stopping after the highest nonzero limb. A
+pair of numbers below 10^9 has one limb, and its u is exactly `pair_hash(a, b)` of rl/math_env.py:
+a pair held out of the 3-digit task is held out here too. The hash depends on the numbers, not on
+the width they are written at.
+
+Position ids (`positions="coupled"`, Cho et al. 2024, "Position Coupling", arXiv 2405.20671): the
+digit of significance i of a, of b and of the sum all get the id 1 + offset + i; "+", "=" and the
+end token get id 0, which no digit has. 12+345 at W = 3, offset 0:
+
+    tokens  0  1  2  +  3  4  5  =  7  5  3  0  $
+    ids     3  2  1  0  3  2  1  0  1  2  3  4  0
+
+Training draws the offset of each problem uniformly from 0 .. max_position_offset (`rng`), so the
+ids of long numbers are trained by short ones; evaluation uses offset 0 (`rng=None`): a problem of
+L digits reads ids 1 .. L + 1, all of them trained when L + 1 <= W + 1 + max_position_offset, and
+evaluation is a fixed function of the weights. With `positions="absolute"`, position_ids returns
+None: the model's own 0, 1, 2, ... (learned absolute positions, as every other task).
+"""
+
+from typing import Optional
+
+import numpy as np
+import torch
+
+from rl.math_env import (DIGITS, END, ENUMERATE_LIMIT, EQUALS, EVAL_CHUNK, EVAL_SEEDS, OPERATIONS, PAD, SPLITS,
+                         MathEnvironment, _splitmix64, sample_split)
+
+POSITIONS = ("absolute", "coupled")
+LIMB = 9  # digits per limb of the split hash: 10^9 < 2^32, so two limbs fit one 64-bit key
+HASH_SEED = 0x5DEECE66D  # pair_hash's, so that one limb gives pair_hash's value
+
+
+def to_digits(values, width: int) -> np.ndarray:
+    """Non-negative Python ints (B,) -> digit arrays (B, width) uint8, least-significant first."""
+    out = np.zeros((len(values), width), dtype=np.uint8)
+    for row, x in enumerate(values):
+        x = int(x)
+        if x < 0 or len(str(x)) > width:
+            raise ValueError(f"{x} does not fit {width} non-negative digits")
+        digits = str(x)[::-1]
+        out[row, :len(digits)] = np.frombuffer(digits.encode(), dtype=np.uint8) - ord("0")
+    return out
+
+
+def to_int(digits) -> int:
+    """A digit array (D,), least-significant first -> the Python int it writes."""
+    return int("".join(str(int(d)) for d in np.asarray(digits)[::-1]) or "0")
+
+
+def number_lengths(digits: np.ndarray) -> np.ndarray:
+    """(B, D) digit arrays -> (B,) the count of digits of each number (0 has one)."""
+    nonzero = digits[:, ::-1] != 0
+    return np.where(nonzero.any(axis=1), digits.shape[1] - nonzero.argmax(axis=1), 1)
+
+
+def add_digits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a + b on digit arrays (B, D) -> (B, D + 1), exact at any length: the school method, column by column."""
+    out = np.zeros((a.shape[0], a.shape[1] + 1), dtype=np.uint8)
+    carry = np.zeros(a.shape[0], dtype=np.uint8)
+    for i in range(a.shape[1]):
+        column = a[:, i] + b[:, i] + carry
+        out[:, i], carry = column % 10, column // 10
+    out[:, -1] = carry
+    return out
+
+
+def _widen(digits: np.ndarray, width: int) -> np.ndarray:
+    """(B, D) -> (B, width) with zero columns above (D <= width)."""
+    return np.pad(digits, ((0, 0), (0, width - digits.shape[1])))
+
+
+def _less(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(B,) a < b for digit arrays of one width: decided by their highest differing digit."""
+    differ = (a != b)[:, ::-1]
+    top = a.shape[1] - 1 - differ.argmax(axis=1)
+    rows = np.arange(len(a))
+    return differ.any(axis=1) & (a[rows, top] < b[rows, top])
+
+
+def long_pair_hash(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """u in [0, 1) for each unordered pair {a, b} of digit arrays (B, D): pair_hash extended to any
+    length (the module docstring says how); the same u at every width the pair is written at."""
+    width = max(a.shape[1], b.shape[1], 1)
+    width = -(-width // LIMB) * LIMB
+    a, b = _widen(a, width), _widen(b, width)
+    swap = _less(b, a)[:, None]
+    low, high = np.where(swap, b, a), np.where(swap, a, b)
+    scale = 10 ** np.arange(LIMB, dtype=np.uint64)
+    limbs = lambda x: (x.reshape(len(x), -1, LIMB).astype(np.uint64) * scale).sum(axis=2)  # (B, L)
+    keys = (limbs(low) << np.uint64(32)) | limbs(high)
+    nonzero = keys != 0
+    # limbs folded in: up to the highest nonzero one, at least one
+    used = np.where(nonzero.any(axis=1), keys.shape[1] - nonzero[:, ::-1].argmax(axis=1), 1)
+    h = np.full(len(a), HASH_SEED, dtype=np.uint64)
+    final = h.copy()
+    for k in range(keys.shape[1]):
+        h = _splitmix64(h ^ keys[:, k])
+        final = np.where(used == k + 1, h, final)
+    return (final >> np.uint64(11)).astype(np.float64) / 2.0 ** 53
+
+
+class LongAdditionEnvironment:
+    """Addition with operands of lo to hi digits (`ndigits`): sampling, encoding at width hi, decoding,
+    the three splits, and the position ids the model reads. The interface of MathEnvironment's that the
+    trainer, rewards and evaluation use, with digit arrays (B, D) as operands, plus `position_ids`."""
+
+    task, show_work, reverse_answer, use_format = "adder", False, True, True
+
+    def __init__(self, ndigits: tuple = (1, 10), *, positions: str = "absolute", max_position_offset: int = 0,
+                 test_fraction: float = 0.1, validation_fraction: float = 0.05):
+        lo, hi = ndigits
+        if not 1 <= lo <= hi:
+            raise ValueError(f"a range of lengths needs 1 <= lo <= hi, got {lo}-{hi}")
+        if positions not in POSITIONS:
+            raise ValueError(f"unknown positions {positions!r}; known: {', '.join(POSITIONS)}")
+        if max_position_offset < 0 or (positions == "absolute" and max_position_offset):
+            raise ValueError(f"max_position_offset must be 0 (absolute positions) or >= 0 (coupled), "
+                             f"got {max_position_offset} with positions={positions}")
+        if not (0.0 < test_fraction and 0.0 < validation_fraction and test_fraction + validation_fraction < 1.0):
+            raise ValueError(f"test_fraction and validation_fraction must be positive and leave a train split, "
+                             f"got {test_fraction} and {validation_fraction}")
+        self.lo, self.hi, self.width = lo, hi, hi
+        self.positions, self.max_position_offset = positions, max_position_offset
+        self.test_fraction, self.validation_fraction = test_fraction, validation_fraction
+        self.op = OPERATIONS["adder"]
+        self.itos = list(DIGITS) + [self.op.symbol, EQUALS, END, PAD]  # MathEnvironment('adder')'s vocabulary
+        self.stoi = {ch: i for i, ch in enumerate(self.itos)}
+        self.end_token, self.pad_token, self.vocab_size = self.stoi[END], self.stoi[PAD], len(self.itos)
+        self.answer_digits = hi + 1
+        self.prompt_len, self.answer_len = 2 * hi + 2, hi + 2
+        self.seq_len = self.prompt_len + self.answer_len
+        self.final_start, self.final_slice, self.steps_slice = 0, slice(0, self.answer_len), slice(0, 0)
+        # the position embeddings a model needs: its n_position must be at least this
+        self.num_position_ids = self.seq_len if positions == "absolute" else hi + 2 + max_position_offset
+
+    # ---- position ids ---------------------------------------------------------------------
+    def position_ids(self, n: int, rng: Optional[np.random.Generator] = None) -> Optional[torch.Tensor]:
+        """(n, prompt_len + answer_len) int64 ids of every token of n problems (coupled), each problem's
+        offset drawn from rng (training) or 0 (rng None: evaluation); None for absolute positions."""
+        if self.positions == "absolute":
+            return None
+        W = self.width
+        significance = np.arange(W - 1, -1, -1) + 1  # an operand's digits, most significant first
+        row = np.concatenate([significance, [0], significance, [0], np.arange(W + 1) + 1, [0]])
+        offsets = np.zeros(n, np.int64) if rng is None else rng.integers(0, self.max_position_offset + 1, size=n)
+        return torch.from_numpy(np.where(row > 0, row + offsets[:, None], 0).astype(np.int64))
+
+    # ---- sampling -------------------------------------------------------------------------
+    def split_of(self, a, b) -> np.ndarray:
+        """The split of each pair (a, b) of digit arrays: an index into SPLITS. (B,) -> (B,)."""
+        u = long_pair_hash(self._as_digits(a), self._as_digits(b))
+        return np.where(u < self.test_fraction, 2, np.where(u < self.test_fraction + self.validation_fraction, 1, 0))
+
+    def _draw(self, k: int, rng: np.random.Generator):
+        """k pairs: each operand's length uniform over lo..hi, then the number uniform over that length."""
+        def operand():
+            lengths = rng.integers(self.lo, self.hi + 1, size=k)
+            digits = rng.integers(0, 10, size=(k, self.width), dtype=np.uint8)
+            top = rng.integers(1, 10, size=k, dtype=np.uint8)  # a leading digit is not 0 (but 0 has length 1)
+            digits[np.arange(self.width) >= lengths[:, None]] = 0
+            rows = np.nonzero(lengths > 1)[0]
+            digits[rows, lengths[rows] - 1] = top[rows]
+            return digits
+        return operand(), operand()
+
+    def sample_operands(self, n: int, rng: np.random.Generator, split: str = "train"):
+        """n operand pairs (a, b), digit arrays (n, width), drawn from the length distribution within one split."""
+        return sample_split(self, n, rng, split)
+
+    def eval_operands(self, num: int, split: str = "test"):
+        """The fixed evaluation set of `split`: up to `num` distinct pairs, the same in every run and the
+        first `num` of any larger set. Every pair of the split in a fixed order when the range holds at
+        most ENUMERATE_LIMIT ordered pairs, else drawn from the length distribution in fixed chunks."""
+        want, rng = SPLITS.index(split), np.random.default_rng(EVAL_SEEDS[split])
+        if 10 ** (2 * self.hi) <= ENUMERATE_LIMIT:
+            values = np.arange(0 if self.lo == 1 else 10 ** (self.lo - 1), 10 ** self.hi, dtype=np.int64)
+            a, b = (v.ravel() for v in np.meshgrid(values, values, indexing="ij"))
+            a, b = to_digits(a, self.width), to_digits(b, self.width)
+            keep = np.nonzero(self.split_of(a, b) == want)[0]
+            order = keep[rng.permutation(len(keep))[:num]]
+            return a[order], b[order]
+        seen, a_out, b_out = set(), [], []
+        while len(a_out) < num:  # fixed-size chunks: what is drawn never depends on num
+            a, b = self._draw(EVAL_CHUNK, rng)
+            for i in np.nonzero(self.split_of(a, b) == want)[0]:
+                key = a[i].tobytes() + b[i].tobytes()
+                if key not in seen and len(a_out) < num:
+                    seen.add(key), a_out.append(a[i]), b_out.append(b[i])
+        as_array = lambda rows: np.array(rows, dtype=np.uint8).reshape(-1, self.width)
+        return as_array(a_out), as_array(b_out)
+
+    # ---- encoding -------------------------------------------------------------------------
+    def _as_digits(self, x) -> np.ndarray:
+        """Digit arrays (B, D) as they are, or Python ints (B,) made into digit arrays of this width."""
+        if isinstance(x, np.ndarray) and x.ndim == 2:
+            return x.astype(np.uint8, copy=False)
+        values = [int(v) for v in x]
+        return to_digits(values, max([self.width] + [len(str(v)) for v in values]))
+
+    def encode(self, a, b):
+        """Operands (digit arrays (B, D <= width), or Python ints) -> prompt tokens (B, prompt_len) and
+        answer tokens (B, answer_len), int64; ValueError for an operand longer than the width."""
+        a, b = self._as_digits(a), self._as_digits(b)
+        for x in (a, b):
+            if x.shape[1] > self.width and x[:, self.width:].any():
+                raise ValueError(f"an operand of {int(number_lengths(x).max())} digits does not fit the range "
+                                 f"{self.lo}-{self.hi}")
+        a, b = _widen(a[:, :self.width], self.width), _widen(b[:, :self.width], self.width)
+        column = lambda ch: np.full((len(a), 1), self.stoi[ch])
+        prompt = [a[:, ::-1], column(self.op.symbol), b[:, ::-1], column(EQUALS)]
+        answer = [add_digits(a, b), column(END)]  # least-significant first: the reversed answer
+        as_tokens = lambda parts: torch.from_numpy(np.concatenate([p.astype(np.int64) for p in parts], axis=1))
+        return as_tokens(prompt), as_tokens(answer)
+
+    is_digit, decode_text = staticmethod(MathEnvironment.is_digit), MathEnvironment.decode_text
+
+    def decode_answer(self, tokens) -> Optional[int]:
+        """Generated answer tokens (answer_len,) -> the sum they state (a Python int), or None if malformed."""
+        tokens = [int(t) for t in tokens]
+        digits, end = tokens[:-1], tokens[-1]
+        if any(t > 9 for t in digits) or end != self.end_token:
+            return None
+        return int("".join(map(str, digits[::-1])))
+
+    def describe_mistake(self, a, b, tokens) -> str:
+        """'claims 12+345=358, truth 357'; a and b: Python ints or digit arrays (D,)."""
+        a, b = (x if isinstance(x, int) else to_int(x) for x in (a, b))
+        value = self.decode_answer(tokens)
+        claim = value if value is not None else f"malformed {self.decode_text(tokens)!r}"
+        return f"claims {a}{self.op.symbol}{b}={claim}, truth {a + b}"

@@ -1,0 +1,156 @@
+"""Addition of many lengths: format, exact sums at 100 digits, the split hash, and coupled position ids.
+Run: python -m pytest tests/test_long.py"""
+
+import numpy as np
+import pytest
+import torch
+
+from model.gpt import GPT, GPTConfig
+from rl.long_env import LongAdditionEnvironment, long_pair_hash, number_lengths, to_digits, to_int
+from rl.math_env import SPLITS, MathEnvironment, pair_hash
+
+
+def text(env, a, b):
+    prompt, answer = env.encode([a], [b])
+    return env.decode_text(prompt[0]), env.decode_text(answer[0])
+
+
+def reference_hash(a: int, b: int) -> float:
+    """The split hash on Python ints, written independently of the vectorised one: 9-digit limbs of
+    min and max, folded through splitmix64 from the lowest up to the highest nonzero limb."""
+    mask = 2 ** 64 - 1
+
+    def splitmix(x):
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & mask
+        return x ^ (x >> 31)
+    low, high, h = min(a, b), max(a, b), 0x5DEECE66D
+    while True:
+        (low, lo_limb), (high, hi_limb) = divmod(low, 10 ** 9), divmod(high, 10 ** 9)
+        h = splitmix(h ^ (lo_limb << 32 | hi_limb))
+        if low == 0 and high == 0:
+            return (h >> 11) / 2.0 ** 53
+
+
+def test_worked_example_and_its_coupled_ids():
+    env = LongAdditionEnvironment((1, 3), positions="coupled", max_position_offset=10)
+    assert text(env, 12, 345) == ("012+345=", "7530$")  # 357 in 4 digits, reversed
+    assert env.position_ids(1).tolist() == [[3, 2, 1, 0, 3, 2, 1, 0, 1, 2, 3, 4, 0]]
+    # the same format and vocabulary as the 3-digit adder
+    fixed = MathEnvironment("adder", 3)
+    assert text(env, 999, 999) == text(fixed, 999, 999) == ("999+999=", "8991$")
+    assert env.itos == fixed.itos and (env.prompt_len, env.answer_len) == (fixed.prompt_len, fixed.answer_len)
+    # a training offset moves every digit's id by the same amount and leaves "+", "=", "$" at 0
+    pos = env.position_ids(500, np.random.default_rng(0))
+    offsets = pos[:, 2] - 1
+    assert torch.equal(pos, torch.where(env.position_ids(1) > 0, env.position_ids(1) + offsets[:, None], 0))
+    assert offsets.min() == 0 and offsets.max() == 10 and env.num_position_ids == 3 + 2 + 10 == int(pos.max()) + 1
+    assert LongAdditionEnvironment((1, 3)).position_ids(4) is None  # absolute: the model's own 0, 1, 2, ...
+
+
+def test_sums_are_exact_at_one_hundred_digits():
+    env = LongAdditionEnvironment((1, 100))
+    a, b = env.sample_operands(300, np.random.default_rng(1))
+    prompts, answers = env.encode(a, b)
+    assert prompts.shape == (300, 202) and answers.shape == (300, 102)
+    for i in range(300):
+        x, y = to_int(a[i]), to_int(b[i])
+        assert env.decode_text(prompts[i]) == f"{x:0100d}+{y:0100d}="
+        assert env.decode_answer(answers[i]) == x + y
+    assert text(env, 10 ** 100 - 1, 1) == ("9" * 100 + "+" + "0" * 99 + "1=", "0" * 100 + "1$")  # the carry runs through
+    assert env.describe_mistake(a[0], b[0], answers[0]).endswith(f"={to_int(a[0]) + to_int(b[0])}, "
+                                                                 f"truth {to_int(a[0]) + to_int(b[0])}")
+    with pytest.raises(ValueError, match="an operand of 4 digits does not fit the range 1-3"):
+        LongAdditionEnvironment((1, 3)).encode([1000], [1])
+
+
+def test_lengths_are_uniform_for_each_operand_and_numbers_uniform_within_a_length():
+    env = LongAdditionEnvironment((2, 21))
+    a, b = env._draw(40_000, np.random.default_rng(2))
+    for x in (a, b):
+        counts = np.bincount(number_lengths(x), minlength=22)[2:]
+        assert counts.sum() == 40_000 and abs(counts / 40_000 - 1 / 20).max() < 0.006  # about 4 standard errors
+        lengths = number_lengths(x)
+        leading = x[np.arange(len(x)), lengths - 1]
+        assert leading.min() == 1 and np.bincount(leading, minlength=10)[0] == 0  # no leading zero
+    assert abs(np.corrcoef(number_lengths(a), number_lengths(b))[0, 1]) < 0.02  # drawn independently
+    one = LongAdditionEnvironment((1, 1))._draw(5000, np.random.default_rng(3))[0]
+    assert set(one[:, 0].tolist()) == set(range(10))  # one digit: 0 to 9
+
+
+def test_split_hash_extends_pair_hash_and_ignores_the_width():
+    rng = np.random.default_rng(4)
+    x, y = rng.integers(0, 10 ** 9, 2000), rng.integers(0, 10 ** 9, 2000)
+    assert np.array_equal(long_pair_hash(to_digits(x, 9), to_digits(y, 31)), pair_hash(x, y))
+    env = LongAdditionEnvironment((1, 100))
+    a, b = env.sample_operands(500, rng, "test")
+    u = long_pair_hash(a, b)
+    assert np.array_equal(u, long_pair_hash(b, a))  # unordered
+    assert np.array_equal(u, long_pair_hash(np.pad(a, ((0, 0), (0, 17))), b))  # any width
+    assert np.array_equal(u, [reference_hash(to_int(p), to_int(q)) for p, q in zip(a, b)])
+    # a held-out pair of the 3-digit task is held out here too
+    small = MathEnvironment("adder", 3)
+    p, q = small.eval_operands(200, "test")
+    assert (LongAdditionEnvironment((1, 3)).split_of(p, q) == SPLITS.index("test")).all()
+
+
+@pytest.mark.parametrize("ndigits", [(1, 20), (50, 100)])
+def test_training_never_samples_validation_or_test_pairs(ndigits):
+    env = LongAdditionEnvironment(ndigits)
+    a, b = env.sample_operands(4000, np.random.default_rng(5))
+    held_out = {(to_int(p), to_int(q)) for split in ("validation", "test") for p, q in zip(*env.eval_operands(300, split))}
+    trained = {(to_int(p), to_int(q)) for p, q in zip(a, b)}
+    assert not held_out & trained and not {(q, p) for p, q in held_out} & trained
+    # the reference hash puts every sampled pair in train, and the draws into each split near their shares
+    assert all(reference_hash(p, q) >= 0.15 for p, q in list(trained)[:500])
+    drawn = np.bincount(env.split_of(*env._draw(20_000, np.random.default_rng(6))), minlength=3) / 20_000
+    assert abs(drawn - [0.85, 0.05, 0.10]).max() < 0.01
+
+
+def test_eval_sets_are_fixed_prefix_stable_and_of_their_length():
+    env = LongAdditionEnvironment((30, 30))
+    a, b = env.eval_operands(100, "test")
+    a2, b2 = LongAdditionEnvironment((30, 30)).eval_operands(40, "test")
+    assert np.array_equal(a[:40], a2) and np.array_equal(b[:40], b2)
+    assert (number_lengths(a) == 30).all() and (number_lengths(b) == 30).all()
+    assert (env.split_of(a, b) == SPLITS.index("test")).all()
+    assert len({(p.tobytes(), q.tobytes()) for p, q in zip(a, b)}) == 100
+    small = LongAdditionEnvironment((2, 2))  # 8100 pairs: every one of the split, enumerated
+    a, b = small.eval_operands(10 ** 6, "validation")
+    assert len(a) == int((small.split_of(*[to_digits(v.ravel(), 2) for v in np.meshgrid(range(10, 100), range(10, 100))])
+                          == SPLITS.index("validation")).sum()) > 0
+
+
+def test_bad_arguments_are_one_line_errors():
+    with pytest.raises(ValueError, match="needs 1 <= lo <= hi, got 5-3"):
+        LongAdditionEnvironment((5, 3))
+    with pytest.raises(ValueError, match="unknown positions 'rope'; known: absolute, coupled"):
+        LongAdditionEnvironment((1, 3), positions="rope")
+    with pytest.raises(ValueError, match="max_position_offset must be 0"):
+        LongAdditionEnvironment((1, 3), max_position_offset=5)
+
+
+def test_a_model_reads_coupled_ids_and_its_cached_decode_equals_the_full_pass():
+    env = LongAdditionEnvironment((1, 12), positions="coupled", max_position_offset=20)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=env.vocab_size, n_position=env.num_position_ids, n_layer=2, n_head=4,
+                          n_embed=32)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(4.0)
+    a, b = env.sample_operands(16, np.random.default_rng(7))
+    prompts, _ = env.encode(a, b)
+    pos = env.position_ids(16, np.random.default_rng(8))
+    assert prompts.shape[1] + env.answer_len > env.num_position_ids  # more tokens than ids: only coupled ids fit
+    out = model.generate(prompts, env.answer_len, greedy=True, pos=pos)
+    assert torch.equal(out, model.generate(prompts, env.answer_len, greedy=True, pos=pos, use_cache=False))
+    with torch.no_grad():
+        full = model(torch.cat([prompts, out], 1), pos=pos)[:, env.prompt_len - 1:-1]
+    _, logp, _ = model.generate(prompts, env.answer_len, temperature=1.0, pos=pos, with_stats=True,
+                                generator=torch.Generator().manual_seed(0))
+    # every step's logits: the greedy tokens are the full pass's argmax, and sampled log-probs match it too
+    assert torch.equal(full.argmax(-1), out)
+    sampled = model.generate(prompts, env.answer_len, temperature=1.0, pos=pos, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        ref = torch.log_softmax(model(torch.cat([prompts, sampled], 1), pos=pos)[:, env.prompt_len - 1:-1], -1)
+    assert torch.allclose(logp, ref.gather(-1, sampled[..., None])[..., 0], atol=1e-5)
