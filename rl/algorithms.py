@@ -186,21 +186,26 @@ def answer_mask(generated: torch.Tensor, end_token: int) -> torch.Tensor:
     return ended_before == 0
 
 
-def answer_logits(model, sequences: torch.Tensor, prompt_len: int, temperature: float = 1.0) -> torch.Tensor:
+def answer_logits(model, sequences: torch.Tensor, prompt_len: int, temperature: float = 1.0,
+                  pos=None) -> torch.Tensor:
     """The policy's logits for each answer token, at the sampling temperature: sequences (N, P + A)
     -> (N, A, V), so that softmax of them is the distribution the sampler drew from. Position
     P - 1 (the prompt's last token) predicts the first answer token; the last token is never read.
+    pos (N, P + A): the position ids the task gives the sequences (None: the model's 0, 1, 2, ...).
     (The one place that calls a model: every log-prob of the project goes through it.)"""
-    return model(sequences[:, :-1])[:, prompt_len - 1:].float() / temperature
+    if pos is None:
+        return model(sequences[:, :-1])[:, prompt_len - 1:].float() / temperature
+    return model(sequences[:, :-1], pos=pos[:, :-1])[:, prompt_len - 1:].float() / temperature
 
 
 @torch.no_grad()
 def policy_logprobs(model, sequences: torch.Tensor, generated: torch.Tensor, prompt_len: int, temperature: float,
-                    num_chunks: int = 1) -> torch.Tensor:
+                    num_chunks: int = 1, *, pos=None) -> torch.Tensor:
     """(N, A) log-probs of the generated answers under `model`, without gradient, in num_chunks
-    forward passes (to bound memory as the update's micro-batches do)."""
-    parts = [token_logprobs(answer_logits(model, seq, prompt_len, temperature), gen)
-             for seq, gen in zip(torch.tensor_split(sequences, num_chunks), torch.tensor_split(generated, num_chunks))]
+    forward passes (to bound memory as the update's micro-batches do); pos (N, P + A) as answer_logits's."""
+    ids = torch.tensor_split(pos, num_chunks) if pos is not None else [None] * num_chunks
+    chunks = zip(torch.tensor_split(sequences, num_chunks), torch.tensor_split(generated, num_chunks), ids)
+    parts = [token_logprobs(answer_logits(model, seq, prompt_len, temperature, p), gen) for seq, gen, p in chunks]
     return torch.cat(parts)
 
 

@@ -231,6 +231,10 @@ class MathEnvironment:
                                      f"those of 0{self.op.symbol}0 as {self.layout}; every answer needs the same")
         self.encode(a, b)
 
+    def position_ids(self, n: int, rng: Optional[np.random.Generator] = None) -> None:
+        """None: the model reads its own positions 0, 1, 2, ... (rl/long_env.py's coupled ids are the other kind)."""
+        return None
+
     # ---- sampling -------------------------------------------------------------------------
     def split_of(self, a, b) -> np.ndarray:
         """The split of each pair (a, b): an index into SPLITS. (B,) -> (B,)."""

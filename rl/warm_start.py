@@ -72,11 +72,14 @@ def training_pairs(config: BaseRLConfig, env: MathEnvironment, n: int, rng):
     return pool_a[i], pool_b[i]
 
 
-def supervised_loss(policy, env: MathEnvironment, a, b, device) -> torch.Tensor:
-    """Teacher-forced cross-entropy on the answer tokens of the problems (a, b) (int arrays (B,))."""
+def supervised_loss(policy, env: MathEnvironment, a, b, device, rng=None) -> torch.Tensor:
+    """Teacher-forced cross-entropy on the answer tokens of the problems (a, b) (int arrays (B,), or
+    digit arrays for rl/long_env.py), at the position ids the environment gives (its random offsets
+    drawn from rng; none for MathEnvironment: the model's own)."""
     prompts, answers = env.encode(a, b)
     sequences, answers = torch.cat([prompts, answers], dim=1).to(device), answers.to(device)
-    logits = answer_logits(policy, sequences, env.prompt_len)  # (B, A, V)
+    pos = env.position_ids(len(sequences), rng)
+    logits = answer_logits(policy, sequences, env.prompt_len, pos=None if pos is None else pos.to(device))  # (B, A, V)
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), answers.reshape(-1))
 
 

@@ -154,3 +154,23 @@ def test_a_model_reads_coupled_ids_and_its_cached_decode_equals_the_full_pass():
     with torch.no_grad():
         ref = torch.log_softmax(model(torch.cat([prompts, sampled], 1), pos=pos)[:, env.prompt_len - 1:-1], -1)
     assert torch.allclose(logp, ref.gather(-1, sampled[..., None])[..., 0], atol=1e-5)
+
+
+def test_the_supervised_loss_and_the_log_probs_read_the_environments_ids():
+    from rl.algorithms import answer_logits, policy_logprobs, token_logprobs
+    from rl.warm_start import supervised_loss
+    env = LongAdditionEnvironment((1, 6), positions="coupled", max_position_offset=9)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=env.vocab_size, n_position=env.num_position_ids, n_layer=1, n_head=2, n_embed=16))
+    a, b = env.sample_operands(8, np.random.default_rng(9))
+    loss = supervised_loss(model, env, a, b, "cpu", rng=np.random.default_rng(10))
+    prompts, answers = env.encode(a, b)
+    seq, pos = torch.cat([prompts, answers], 1), env.position_ids(8, np.random.default_rng(10))
+    logits = model(seq[:, :-1], pos=pos[:, :-1])[:, env.prompt_len - 1:]
+    assert torch.allclose(loss, torch.nn.functional.cross_entropy(logits.reshape(-1, env.vocab_size), answers.reshape(-1)))
+    assert not torch.allclose(loss, supervised_loss(model, env, a, b, "cpu"))  # offsets 0: other ids, another loss
+    with torch.no_grad():
+        whole = token_logprobs(answer_logits(model, seq, env.prompt_len, 1.0, pos), answers)
+        assert torch.allclose(policy_logprobs(model, seq, answers, env.prompt_len, 1.0, num_chunks=3, pos=pos), whole)
+        assert not torch.allclose(policy_logprobs(model, seq, answers, env.prompt_len, 1.0, num_chunks=3,
+                                                  pos=env.position_ids(8)), whole)  # each row's own ids are read
