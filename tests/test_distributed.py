@@ -82,6 +82,7 @@ def worker(rank: int, store: str, out: str, batches: dict):
     torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
     try:
         torch.save({case: run_steps(case, batches[case], rank, 2) for case in CASES}, f"{out}.{rank}")
+        torch.distributed.barrier()  # neither rank tears the group down while the other's last message is in flight
     finally:
         torch.distributed.destroy_process_group()
 

@@ -232,6 +232,7 @@ def rank_worker(rank: int, store: str, out: str, sampler: str):
             trainer.train_step()
         torch.save({"state": trainer.problem_sampler.state_dict(),
                     "outcomes": [stats.outcomes() for _, _, stats in outcomes]}, f"{out}.{rank}")
+        torch.distributed.barrier()  # neither rank tears the group down while the other's last message is in flight
     finally:
         torch.distributed.destroy_process_group()
 
