@@ -17,6 +17,9 @@ from the final-answer reward alone.
 A long warm start saves its progress every `sft_save_interval` steps and when stopped to
 out_dir/warm_start_progress.pt; the same command continues from there. Its problems and dropout
 are functions of the step (rl/seeding.py), so a continued warm start equals an uninterrupted one.
+
+A `config` here is the resolved BaseRLConfig (configs/base.py), read through its fields only, so
+this file needs no import of the configs.
 """
 
 import functools
@@ -27,7 +30,6 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from configs.base import BaseRLConfig
 from rl import dist, seeding
 from rl.algorithms import answer_logits
 from rl.dist import print0
@@ -46,7 +48,7 @@ FINGERPRINT_KEYS = ("seed", "sft_max_steps", "sft_batch_size", "sft_learning_rat
                     "adam_beta2", "grad_clip")
 
 
-def fingerprint(config: BaseRLConfig, world_size: int) -> dict:
+def fingerprint(config, world_size: int) -> dict:
     """Everything that determines the warm start; a cached one is reused only if it all matches.
     The world size is part of it: each rank draws its own share of every batch. The two settings of a
     scarce warm start enter only when set, so the caches made before they existed stay valid."""
@@ -61,7 +63,7 @@ def worked_examples(env: MathEnvironment, k: int):
     return env.eval_operands(k, "train")
 
 
-def training_pairs(config: BaseRLConfig, env: MathEnvironment, n: int, rng):
+def training_pairs(config, env: MathEnvironment, n: int, rng):
     """n supervised training problems (a, b): uniform over the train split, or over its fixed pool of
     sft_worked_examples pairs when that is set (the only worked answers a scarce warm start sees)."""
     k = config.sft_worked_examples
@@ -83,7 +85,7 @@ def supervised_loss(policy, env: MathEnvironment, a, b, device, rng=None) -> tor
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), answers.reshape(-1))
 
 
-def init_policy(config: BaseRLConfig, env: MathEnvironment, policy, info: dist.DistInfo,
+def init_policy(config, env: MathEnvironment, policy, info: dist.DistInfo,
                 should_stop=lambda: False):
     """Load or train the weights RL starts from into `policy` (possibly DDP-wrapped); returns what
     to log about it, or None if `should_stop()` interrupted the warm start (its progress is saved)."""
@@ -125,7 +127,7 @@ def init_policy(config: BaseRLConfig, env: MathEnvironment, policy, info: dist.D
             "warm_start_validation": accuracy}
 
 
-def check_cache(config: BaseRLConfig):
+def check_cache(config):
     """Refuse, before start, a cached warm start (out_dir/warm_start.pt) that cannot be read: one line
     saying so and how to get a new one, rather than a traceback mid-run."""
     path = warm_start_path(config.out_dir)
@@ -137,7 +139,7 @@ def check_cache(config: BaseRLConfig):
 
 
 
-def restore_progress(config: BaseRLConfig, model, optimizer, scheduler, world_size: int) -> dict:
+def restore_progress(config, model, optimizer, scheduler, world_size: int) -> dict:
     """Load the saved progress of this very warm start (same fingerprint), if any, into the model,
     optimizer and scheduler; returns its step, last validation accuracy and seconds (zeros if none)."""
     path = progress_path(config.out_dir)
@@ -159,7 +161,7 @@ def restore_progress(config: BaseRLConfig, model, optimizer, scheduler, world_si
     return {k: progress.get(k, v) for k, v in fresh.items()}  # files from before patience lack best
 
 
-def save_progress(config: BaseRLConfig, model, optimizer, scheduler, state: dict, info: dist.DistInfo):
+def save_progress(config, model, optimizer, scheduler, state: dict, info: dist.DistInfo):
     path = progress_path(config.out_dir)
     if not all(torch.isfinite(p).all() for p in model.parameters()):  # the same weights on every rank
         raise TrainingError(f"the warm start's weights are not finite at step {state['step']}, so they are not saved "
@@ -184,7 +186,7 @@ def teacher_forced_step(policy, env: MathEnvironment, optimizer, a, b, device, *
     return loss
 
 
-def supervised_step(policy, env: MathEnvironment, optimizer, config: BaseRLConfig, info: dist.DistInfo, step: int):
+def supervised_step(policy, env: MathEnvironment, optimizer, config, info: dist.DistInfo, step: int):
     """One teacher-forced step on this rank's share of the step's training problems; returns the loss."""
     seeding.seed_dropout(config.seed, info.rank, step)
     problems = seeding.numpy_rng(config.seed, info.rank, step, seeding.SFT_PROBLEMS)
@@ -192,7 +194,7 @@ def supervised_step(policy, env: MathEnvironment, optimizer, config: BaseRLConfi
     return teacher_forced_step(policy, env, optimizer, a, b, info.device, grad_clip=config.grad_clip)
 
 
-def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: dist.DistInfo,
+def train_warm_start(config, env: MathEnvironment, policy, info: dist.DistInfo,
                      should_stop=lambda: False):
     """Teacher-forced training on the train split until the validation check reaches the target.
     Returns (steps taken, last validation accuracy, seconds), or None if should_stop() said so (the
@@ -246,7 +248,7 @@ def train_warm_start(config: BaseRLConfig, env: MathEnvironment, policy, info: d
     return report(c, state["step"], state["accuracy"], time.time() - t0, state["best_step"])
 
 
-def check_done(c: BaseRLConfig, model, state: dict, step: int) -> bool:
+def check_done(c, model, state: dict, step: int) -> bool:
     """After a validation check: keep the best weights when patience may need them, and say whether the
     warm start is done: the target reached, or patience run out, and then the best weights are back
     (supervised training for as long as it helped, not sft_patience steps past it)."""
@@ -264,7 +266,7 @@ def check_done(c: BaseRLConfig, model, state: dict, step: int) -> bool:
     return False
 
 
-def report(config: BaseRLConfig, step: int, accuracy: float, seconds: float, best_step: int):
+def report(config, step: int, accuracy: float, seconds: float, best_step: int):
     if 0 < config.sft_patience <= step - best_step:
         print0(f"Warm start: no better validation accuracy for {step - best_step} steps (sft_patience="
                f"{config.sft_patience}): back to step {best_step}'s weights, validation {accuracy:.3f} ({step} steps, "
