@@ -95,6 +95,15 @@ def test_the_error_types_are_a_leaf_and_the_run_lock_needs_no_config():
     assert not any(m.startswith(("configs", "model")) for m in graph["rl.run_control"] | graph["rl.run_dir"])
 
 
+def test_only_the_entry_script_and_the_trainer_compose_the_settings():
+    """Every other library module reads a config through its fields (the measuring tools, entry points
+    of their own, excepted), so the settings can change shape without touching them."""
+    graph = import_graph()
+    composers = {m for m, deps in graph.items() if m.split(".")[0] in ("rl", "model")
+                 and any(d == "configs" or d.startswith("configs.") for d in deps)}
+    assert composers <= {"rl.rl_ddp", "rl.math_trainer"}, sorted(composers)
+
+
 def test_no_import_cycle_in_the_library():
     graph = import_graph()
 
