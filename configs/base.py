@@ -16,6 +16,7 @@ from model.gpt import GPTConfig
 from rl.algorithms import ALGORITHMS, resolve
 from rl.dist import check_device_and_backend
 from rl.errors import ConfigError  # (re-exported: from configs.base import ConfigError keeps working)
+from rl.long_env import LongAdditionEnvironment
 from rl.math_env import MathEnvironment
 from rl.math_reward import parse_reward_spec
 from rl.objectives import OBJECTIVES, objective_class
@@ -30,7 +31,7 @@ POSITIVE = ("ndigit", "num_eval", "n_layer", "n_head", "n_embed", "n_position", 
             "sft_learning_rate", "rl_temperature", "critic_learning_rate", "dpo_beta")
 NON_NEGATIVE = ("sft_max_steps", "sft_worked_examples", "sft_patience", "sft_warmup_steps", "rl_train_steps",
                 "warmup_steps", "weight_decay", "grad_clip", "num_mistakes", "seed", "kl_coef", "entropy_coef",
-                "dynamic_sampling_max_rounds", "value_clip", "priority_floor")
+                "dynamic_sampling_max_rounds", "value_clip", "priority_floor", "max_position_offset")
 # in [0, 1]; the value says whether 1 itself is allowed
 UNIT_INTERVAL = {"dropout": True, "baseline_momentum": True, "min_lr_ratio": True, "sft_target_accuracy": True,
                  "adam_beta1": False, "adam_beta2": False, "gamma": True, "gae_lambda": True, "priority_decay": True,
@@ -47,9 +48,34 @@ INT64 = (2 ** 63 - 1, "2**63 - 1", "torch and numpy hold sizes and counts in 64-
 BOUNDED_BY_OWNER = ("ndigit", "vocab_size", "max_seq_len")
 # The warm start's settings: with no warm start to run (init_from is not sft, or sft_max_steps=0)
 # nothing reads them. dropout too: RL samples and updates in eval mode.
+# MathEnvironment's arguments; task_args() adds the task of many lengths' settings when they are set
+MATH_ENV_KEYS = ("task", "ndigit", "reverse_answer", "use_format", "show_work", "test_fraction", "validation_fraction")
+LONG_TASK_KEYS = ("rl_ndigits", "sft_ndigits", "positions", "max_position_offset")
+# nothing reads these without rl_ndigits
+LONG_TASK_FIELDS = ("sft_ndigits", "eval_ndigits", "positions", "max_position_offset")
 WARM_START_FIELDS = ("sft_max_steps", "sft_batch_size", "sft_learning_rate", "sft_warmup_steps",
                      "sft_target_accuracy", "sft_eval_interval", "sft_num_eval", "sft_save_interval",
                      "sft_worked_examples", "sft_patience")
+
+
+def parse_range(name: str, text: str) -> tuple:
+    """'lo-hi' (or one length 'L') -> (lo, hi), 1 <= lo <= hi; ConfigError (one line) for anything else."""
+    parts = text.split("-")
+    if len(parts) in (1, 2) and all(p.strip().isdigit() for p in parts):
+        lo, hi = int(parts[0]), int(parts[-1])
+        if 1 <= lo <= hi:
+            return lo, hi
+    raise ConfigError(f"{name}={text!r} is not a range of operand lengths 'lo-hi' with 1 <= lo <= hi; "
+                      f"write e.g. '1-20'")
+
+
+def parse_lengths(text: str) -> list:
+    """eval_ndigits '5,10,20' -> [5, 10, 20] (sorted, distinct; [] for ""); ConfigError for anything else."""
+    parts = [p.strip() for p in text.split(",")] if text else []
+    if not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise ConfigError(f"eval_ndigits={text!r} is not a list of operand lengths of 1 or more; "
+                          f"write e.g. '5,10,20,40,100'")
+    return sorted({int(p) for p in parts})
 
 
 def field_type(f) -> type:
@@ -80,6 +106,20 @@ class BaseRLConfig:
     (in (0, 1); with test_fraction below 1)"""
     num_eval: int = 1000
     """problems in each fixed evaluation set, test and validation (all of a split when it has fewer) (> 0)"""
+    rl_ndigits: str = ""
+    """'lo-hi': RL on addition of operands of lo to hi digits each, written at width hi (rl/long_env.py; task=adder,
+    show_work=false); "" = the fixed ndigit task"""
+    sft_ndigits: str = ""
+    """'lo-hi': operand lengths of the warm start's problems (with rl_ndigits); "" = rl_ndigits's"""
+    eval_ndigits: str = ""
+    """operand lengths evaluated, each on its own fixed sets, e.g. '5,10,20,40,100' (with rl_ndigits):
+    eval/accuracy_len<L> each, eval/accuracy their mean; "" = the rl_ndigits range alone"""
+    positions: str = "absolute"
+    """with rl_ndigits: absolute (the model's 0, 1, 2, ...) or coupled (digit i of a, b and the sum share one id,
+    Cho et al. 2024), which can extrapolate to longer numbers"""
+    max_position_offset: int = 0
+    """positions=coupled: each training problem's ids shifted by a random offset of up to this, so the ids of long
+    numbers are trained by short ones (evaluation uses 0) (>= 0)"""
 
     # ---- model -------------------------------------------------------------------------------
     n_layer: int = 4
@@ -263,8 +303,10 @@ class BaseRLConfig:
         its own settings (the environment, the model, the algorithm table, the rewards); whatever it
         finds wrong becomes a ConfigError of one line."""
         self._check_numbers()
+        self._check_lengths()
         try:
-            env = MathEnvironment(**self.task_args())
+            env = MathEnvironment(**{k: getattr(self, k) for k in MATH_ENV_KEYS})
+            envs = self.environments()
             GPTConfig(**{**self.model_args(), "vocab_size": env.vocab_size})
             settings = resolve(self.rl_algorithm, {k: getattr(self, k) for k in ALGORITHM_FIELDS},
                                self.rl_rollout_size, self.kl_estimator)
@@ -283,12 +325,51 @@ class BaseRLConfig:
             if pairs is not None and self.sft_worked_examples > pairs:
                 raise ConfigError(f"sft_worked_examples={self.sft_worked_examples} but the train split has only "
                                   f"{pairs} pairs; set it to at most {pairs} (0 for all)")
-        if env.seq_len > self.n_position:
+        if not self.rl_ndigits and env.seq_len > self.n_position:
             raise ConfigError(f"{self.task} with ndigit={self.ndigit} needs {env.seq_len} positions "
                               f"(prompt {env.prompt_len} + answer {env.answer_len}) but n_position={self.n_position}; "
                               f"raise n_position to at least {env.seq_len}")
+        every = [envs["sft"], envs["rl"], *envs["eval"].values()]
+        need = max(e.num_position_ids for e in every) if self.rl_ndigits else 0
+        if need > self.n_position:
+            raise ConfigError(f"positions={self.positions} at lengths up to {max(e.hi for e in every)} digits"
+                              f"{f' and offsets up to {self.max_position_offset}' if self.max_position_offset else ''} "
+                              f"need {need} position ids but n_position={self.n_position}; raise n_position to {need}")
         out_dir = self.out_dir or f"out/{self.name}{'-debug' if debug else ''}"
-        return replace(self, vocab_size=env.vocab_size, max_seq_len=env.seq_len, out_dir=out_dir, **settings)
+        return replace(self, vocab_size=env.vocab_size, max_seq_len=max(e.seq_len for e in every), out_dir=out_dir,
+                       **settings)
+
+    def _check_lengths(self):
+        """The task of many lengths (rl_ndigits): well-formed ranges, addition as the adder writes it, and the
+        uniform problem sampler (the others key pairs by a * 10^ndigit + b, which 100 digits do not fit)."""
+        for name in ("rl_ndigits", "sft_ndigits"):
+            if getattr(self, name):
+                parse_range(name, getattr(self, name))
+        parse_lengths(self.eval_ndigits)
+        if not self.rl_ndigits:
+            return
+        if (self.task, self.show_work, self.reverse_answer, self.use_format) != ("adder", False, True, True):
+            raise ConfigError("rl_ndigits needs task=adder with show_work=false, reverse_answer=true and "
+                              "use_format=true (addition of many lengths, rl/long_env.py); set those, or rl_ndigits=''")
+        if self.problem_sampler != "uniform":
+            raise ConfigError(f"problem_sampler={self.problem_sampler} cannot key problems of many lengths "
+                              f"(rl_ndigits); use problem_sampler=uniform")
+
+    def environments(self) -> dict:
+        """The environment of each phase: {"sft": warm start, "rl": RL, "eval": {length: env}}, the evaluated
+        lengths each an environment of their own ({None: the RL environment} without eval_ndigits). Without
+        rl_ndigits, one MathEnvironment(ndigit) serves all three. ValueError from an environment's own checks."""
+        if not self.rl_ndigits:
+            env = MathEnvironment(**{k: getattr(self, k) for k in MATH_ENV_KEYS})
+            return {"sft": env, "rl": env, "eval": {None: env}}
+        long = lambda lengths, offset=self.max_position_offset: LongAdditionEnvironment(
+            lengths, positions=self.positions, max_position_offset=offset,
+            test_fraction=self.test_fraction, validation_fraction=self.validation_fraction)
+        rl = long(parse_range("rl_ndigits", self.rl_ndigits))
+        sft = long(parse_range("sft_ndigits", self.sft_ndigits)) if self.sft_ndigits else rl
+        # an evaluation reads offset 0 (rl/long_env.py), so a length's ids need no room for training's offsets
+        evals = {L: long((L, L), 0) for L in parse_lengths(self.eval_ndigits)}
+        return {"sft": sft, "rl": rl, "eval": evals or {None: rl}}
 
     def _check_numbers(self):
         for f in fields(self):
@@ -357,6 +438,7 @@ class BaseRLConfig:
                    "belongs to problem_sampler=prioritized"),
                   (("replay_share", "replay_capacity"), self.problem_sampler != "replay",
                    "belongs to problem_sampler=replay"),
+                  (LONG_TASK_FIELDS, not self.rl_ndigits, "belongs to the task of many lengths (rl_ndigits)"),
                   (("dynamic_sampling_max_rounds",), not settings["dynamic_sampling"],
                    "belongs to dynamic sampling (dynamic_sampling=true, as rl_algorithm=dapo has it)"),
                   (WARM_START_FIELDS, self.init_from != "sft", "belongs to the warm start (init_from=sft)"),
@@ -428,10 +510,11 @@ class BaseRLConfig:
         return {k: getattr(self, k) for k in keys}
 
     def task_args(self) -> dict:
-        """What defines the problems, as MathEnvironment(**config.task_args()) takes it; a snapshot of
-        another task cannot be resumed under this one."""
-        keys = ("task", "ndigit", "reverse_answer", "use_format", "show_work", "test_fraction", "validation_fraction")
-        return {k: getattr(self, k) for k in keys}
+        """What defines the problems, as MathEnvironment(**config.task_args()) takes it, and the task of many
+        lengths' settings only when set (so the snapshots and warm starts made before them stay valid); a snapshot
+        of another task cannot be resumed under this one."""
+        long = {k: getattr(self, k) for k in LONG_TASK_KEYS if getattr(self, k) != getattr(BaseRLConfig, k)}
+        return {**{k: getattr(self, k) for k in MATH_ENV_KEYS}, **long}
 
     def to_dict(self) -> dict:
         return asdict(self)

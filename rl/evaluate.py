@@ -52,18 +52,46 @@ class EvalResult:
     num_problems: int
     split: str = "test"
     mistakes: list = field(default_factory=list)  # a few "claims 12+34=47, truth 46" lines (rank 0's share)
+    by_length: dict = field(default_factory=dict)  # operand length -> its set's accuracy (eval_ndigits); else {}
+
+    @classmethod
+    def mean_over_lengths(cls, results: dict) -> "EvalResult":
+        """One result of several lengths' ({length: EvalResult}): each accuracy the mean over the lengths (every
+        length counts alike, however many problems its set holds), the problems summed, each length's accuracy
+        kept, and the mistakes of the last (longest) length, the most telling."""
+        mean = lambda name: sum(getattr(r, name) for r in results.values()) / len(results)
+        parts = list(results.values())
+        return cls(mean("accuracy"), mean("digit_accuracy"), None, sum(r.num_problems for r in parts), parts[0].split,
+                   parts[-1].mistakes, {length: r.accuracy for length, r in results.items()})
 
     def summary(self) -> str:
         name = "held-out" if self.split == "test" else self.split
         steps = f", steps all right {self.steps_accuracy:.4f}" if self.steps_accuracy is not None else ""
+        lengths = f" [by length: {self.lengths_text()}]" if self.by_length else ""
         return (f"{name} accuracy {self.accuracy:.4f} ({self.num_problems} problems, greedy), "
-                f"digit accuracy {self.digit_accuracy:.4f}{steps}")
+                f"digit accuracy {self.digit_accuracy:.4f}{steps}{lengths}")
+
+    def lengths_text(self) -> str:
+        return ", ".join(f"{length}: {accuracy:.3f}" for length, accuracy in self.by_length.items())
 
     def metrics(self, prefix: str = "eval") -> dict:
-        out = {f"{prefix}/accuracy": self.accuracy, f"{prefix}/digit_accuracy": self.digit_accuracy}
+        out = {f"{prefix}/accuracy": self.accuracy, f"{prefix}/digit_accuracy": self.digit_accuracy,
+               **{f"{prefix}/accuracy_len{length}": accuracy for length, accuracy in self.by_length.items()}}
         if self.steps_accuracy is not None:
             out[f"{prefix}/steps_accuracy"] = self.steps_accuracy
         return out
+
+
+def eval_position_ids(env, n: int, device) -> Optional[torch.Tensor]:
+    """The ids (n, P + A) every evaluation reads: the environment's at offset 0, so an evaluation is a fixed
+    function of the weights (None for the fixed-length tasks: the model's own positions)."""
+    pos = env.position_ids(n)
+    return None if pos is None else pos.to(device)
+
+
+def operand(x, i: int):
+    """Problem i's operand as describe_mistake takes it: a Python int, or a digit row (rl/long_env.py)."""
+    return x[i] if getattr(x, "ndim", 1) == 2 else int(x[i])
 
 
 @torch.no_grad()
@@ -79,14 +107,15 @@ def evaluate(model, env: MathEnvironment, a, b, info: dist.DistInfo, *, batch_si
     for i in range(0, len(a), batch_size):
         prompts, targets = env.encode(a[i:i + batch_size], b[i:i + batch_size])
         generated, nonfinite = model.generate(prompts.to(info.device), env.answer_len, greedy=True,
-                                              end_token=env.end_token, pad_token=env.pad_token, with_nonfinite=True)
+                                              end_token=env.end_token, pad_token=env.pad_token, with_nonfinite=True,
+                                              pos=eval_position_ids(env, len(prompts), info.device))
         generated = generated.cpu()
         exact = exact_match(env, targets, generated)
         counts += torch.tensor([exact.sum().item(), digit_match(env, targets, generated).sum().item(),
                                 steps_match(env, targets, generated).sum().item(), len(exact),
                                 nonfinite.sum().item()], dtype=torch.float64)
         for j in torch.nonzero(exact == 0).flatten().tolist()[: num_mistakes - len(mistakes)]:
-            mistakes.append(env.describe_mistake(int(a[i + j]), int(b[i + j]), generated[j]))
+            mistakes.append(env.describe_mistake(operand(a, i + j), operand(b, i + j), generated[j]))
     model.train(was_training)
     exact, digits, steps, n, nonfinite = dist.all_reduce_sum(counts.to(info.device)).tolist()
     if nonfinite:  # the same sum on every rank: every rank raises
@@ -126,7 +155,8 @@ def answer_probability(model, env: MathEnvironment, prompts: torch.Tensor, targe
     prompts (B, P), targets (B, A) -> (B,) float64."""
     was_training = model.training
     model.eval()
-    logits = answer_logits(model, torch.cat([prompts, targets], dim=1), env.prompt_len, temperature)  # (B, A, V)
+    logits = answer_logits(model, torch.cat([prompts, targets], dim=1), env.prompt_len, temperature,
+                           pos=eval_position_ids(env, len(prompts), prompts.device))  # (B, A, V)
     logp = token_logprobs(logits, targets).double()  # (B, A)
     model.train(was_training)
     return masked(logp, answer_mask(targets, env.end_token)).sum(dim=1).exp()
@@ -147,7 +177,8 @@ def count_right_samples(model, env: MathEnvironment, a, b, *, num_samples: int, 
         prompts, targets = env.encode(a[i:i + per_batch], b[i:i + per_batch])
         generated, nonfinite = model.generate(prompts.to(device), env.answer_len, temperature=temperature,
                                               end_token=env.end_token, pad_token=env.pad_token, generator=generator,
-                                              num_samples=num_samples, with_nonfinite=True)
+                                              num_samples=num_samples, with_nonfinite=True,
+                                              pos=eval_position_ids(env, len(prompts), device))
         if nonfinite.any():
             raise TrainingError(f"non-finite logits while sampling at temperature {temperature} "
                                 f"({int(nonfinite.sum())} answers): raise --temperature, or check the file's weights")
@@ -303,13 +334,13 @@ def show_lines(model, env: MathEnvironment, a, b, c: torch.Tensor, p: Optional[t
     was_training = model.training
     model.eval()
     greedy = model.generate(prompts.to(device), env.answer_len, greedy=True, end_token=env.end_token,
-                            pad_token=env.pad_token).cpu()
+                            pad_token=env.pad_token, pos=eval_position_ids(env, len(prompts), device)).cpu()
     model.train(was_training)
     right = exact_match(env, targets, greedy)
     lines = []
     for j in range(len(a)):
         value = env.decode_answer(greedy[j])
-        verdict = "right" if right[j] else f"wrong: {env.describe_mistake(int(a[j]), int(b[j]), greedy[j])}"
+        verdict = "right" if right[j] else f"wrong: {env.describe_mistake(operand(a, j), operand(b, j), greedy[j])}"
         exact = f"  p(right)={p[j]:.3g}" if p is not None else ""
         lines.append(f"  {env.decode_text(prompts[j])} {env.decode_text(greedy[j])}  "
                      f"({value if value is not None else 'malformed'})  {verdict}{exact}  "

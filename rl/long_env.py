@@ -198,6 +198,12 @@ class LongAdditionEnvironment:
             return digits
         return operand(), operand()
 
+    def pair_keys(self, a, b) -> np.ndarray:
+        """(B,) int64 keys naming each unordered pair, its 53-bit split hash: what rl/rollout.py records of a
+        group (the uniform problem sampler reads none; the others need invertible keys and are refused)."""
+        u = long_pair_hash(self._as_digits(a), self._as_digits(b))
+        return (u * 2.0 ** 53).astype(np.int64)
+
     def sample_operands(self, n: int, rng: np.random.Generator, split: str = "train"):
         """n operand pairs (a, b), digit arrays (n, width), drawn from the length distribution within one split."""
         return sample_split(self, n, rng, split)

@@ -91,9 +91,12 @@ def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
 
 
 class MathRLTrainer:
-    def __init__(self, config: BaseRLConfig, env: MathEnvironment, policy: torch.nn.Module, info: dist.DistInfo):
-        """policy: the GPT, already DDP-wrapped when there is more than one process."""
+    def __init__(self, config: BaseRLConfig, env: MathEnvironment, policy: torch.nn.Module, info: dist.DistInfo, *,
+                 sft_env=None, eval_envs: dict = None):
+        """policy: the GPT, already DDP-wrapped when there is more than one process; env: RL's problems; sft_env:
+        the warm start's (None: env's); eval_envs: {length: environment} evaluated (None: {None: env}, env alone)."""
         self.config, self.env, self.policy, self.info = config, env, policy, info
+        self.sft_env, self.eval_envs = sft_env or env, eval_envs or {None: env}
         self.model = dist.unwrap(policy)  # samples and is saved; only the update's forward goes through DDP
         self.actor = Learner.build(self.model, policy, config, config.learning_rate)  # the policy, trained
         self.objective = make_objective(config, env, info)  # stages 3-4: rl/objectives.py
@@ -111,7 +114,7 @@ class MathRLTrainer:
         self.step = 0  # RL steps taken
         self.bad_steps_in_a_row = 0  # RL steps in a row with an update skipped for non-finite numbers
         self.num_skipped_steps = 0
-        self._eval_sets = {}  # split -> operands, drawn once: every evaluation scores the same problems
+        self._eval_sets = {}  # (split, length) -> operands, drawn once: every evaluation scores the same problems
 
     @classmethod
     def build(cls, config: BaseRLConfig, info: dist.DistInfo = None) -> "MathRLTrainer":
@@ -121,7 +124,8 @@ class MathRLTrainer:
         torch.manual_seed(config.seed)  # identical initial weights on every rank
         model = GPT(GPTConfig(**config.model_args())).to(info.device)
         policy = dist.wrap(model, info)
-        return cls(config, MathEnvironment(**config.task_args()), policy, info)
+        envs = config.environments()  # one MathEnvironment for all phases, or one per phase and evaluated length
+        return cls(config, envs["rl"], policy, info, sft_env=envs["sft"], eval_envs=envs["eval"])
 
     @property
     def learners(self) -> list:
@@ -204,7 +208,7 @@ class MathRLTrainer:
         reward), and the KL's per-token sums for the metrics."""
         c, mask = self.config, batch.mask(self.env.end_token)
         logp, ref_logp = (policy_logprobs(m, batch.sequences, batch.generated, self.env.prompt_len, c.rl_temperature,
-                                          c.rl_ga_steps) for m in (self.model, self.ref_model))
+                                          c.rl_ga_steps, pos=batch.pos) for m in (self.model, self.ref_model))
         penalty = kl_reward_penalty(logp, ref_logp, mask)
         kl = masked(compute_kl(logp, ref_logp, "k3"), mask).sum()  # train/kl is k3's value, whatever shapes the reward
         # not in place: `first` may be this very rollout, and the metrics and the baseline read its raw rewards
@@ -306,17 +310,20 @@ class MathRLTrainer:
         return {"kl_sum": source.get("kl_sum", 0.0), "kl_tokens": source.get("kl_tokens", 0.0)}
 
     # ---- evaluation ---------------------------------------------------------------------------
-    def eval_set(self, split: str):
-        if split not in self._eval_sets:
-            self._eval_sets[split] = self.env.eval_operands(self.config.num_eval, split)
-        return self._eval_sets[split]
+    def eval_set(self, split: str, length=None):
+        """The fixed evaluation set of `split` at an evaluated length (None: the only environment evaluated)."""
+        if (split, length) not in self._eval_sets:
+            self._eval_sets[split, length] = self.eval_envs[length].eval_operands(self.config.num_eval, split)
+        return self._eval_sets[split, length]
 
     def accuracy(self, split: str = "test") -> EvalResult:
         """Greedy final-answer accuracy on the fixed evaluation set of `split` (test for reporting,
-        validation for choosing)."""
+        validation for choosing); with eval_ndigits, on each length's own set, and their mean."""
         c = self.config
-        return evaluate(self.policy, self.env, *self.eval_set(split), self.info, batch_size=c.eval_batch_size,
-                        num_mistakes=c.num_mistakes, split=split)
+        results = {length: evaluate(self.policy, env, *self.eval_set(split, length), self.info,
+                                    batch_size=c.eval_batch_size, num_mistakes=c.num_mistakes, split=split)
+                   for length, env in self.eval_envs.items()}
+        return results[None] if None in results else EvalResult.mean_over_lengths(results)
 
     # ---- full state -----------------------------------------------------------------------
     def state_dict(self) -> dict:

@@ -35,6 +35,11 @@ from rl.update import Learner, UpdateBatch
 CRITIC_KEYS = ("critic", "critic_optimizer", "critic_scheduler")  # the critic's names in a snapshot
 
 
+def without_last(pos: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """The ids (N, P + A) of the critic's inputs, sequences[:, :-1]; None stays None (the model's own)."""
+    return None if pos is None else pos[:, :-1]
+
+
 @dataclass
 class PolicyTargets:
     """Stage 3 for the policy gradient: advantages (N,), or (N, A) per token from GAE; with a critic,
@@ -93,14 +98,14 @@ class PolicyGradient:
     def update_batch(self, batch: Rollout, targets: PolicyTargets, ref_model) -> UpdateBatch:
         c, env = self.config, self.env
         data = UpdateBatch(batch.sequences, batch.generated, batch.mask(env.end_token), targets.advantages,
-                           returns=targets.returns, old_values=targets.old_values)
+                           returns=targets.returns, old_values=targets.old_values, pos=batch.pos)
         if c.ppo_epochs * c.ppo_minibatches > 1:
             # A rollout that feeds several optimizer steps takes PPO ratios against the policy that
             # sampled it: the sampler's own log-probs, kept from generation, so no extra forward pass.
             data.old_logp = batch.logp
         if self.kl_in_loss:  # the reference is frozen: its log-probs once a step serve every epoch and minibatch
             data.ref_logp = policy_logprobs(ref_model, data.sequences, data.generated, env.prompt_len,
-                                            c.rl_temperature, c.rl_ga_steps)
+                                            c.rl_temperature, c.rl_ga_steps, pos=data.pos)
         return data
 
     def loss(self, policy, part: UpdateBatch, norm: dict) -> dict:
@@ -108,7 +113,7 @@ class PolicyGradient:
         entropy and KL terms that apply, and its statistics."""
         c = self.config
         # (n, A, V) at the sampling temperature: the distribution the answers were drawn from
-        logits = answer_logits(policy, part.sequences, self.env.prompt_len, c.rl_temperature)
+        logits = answer_logits(policy, part.sequences, self.env.prompt_len, c.rl_temperature, pos=part.pos)
         logp = token_logprobs(logits, part.generated)
         # old_logp None (one update per rollout): the plain policy gradient; else PPO's clipped ratio,
         # -min(r A, clip(r, 1 - clip_low, 1 + clip_high) A) per token (Schulman et al. 2017, eq. 7); norm
@@ -200,7 +205,8 @@ class ActorCritic(PolicyGradient):
         and the returns the critic regresses on; adds the critic's explained variance to stats."""
         c, P = self.config, self.env.prompt_len
         mask = batch.mask(self.env.end_token)
-        values = self.critic.module(batch.sequences[:, :-1])[:, P - 1:]  # V of the state before each answer token
+        # V of the state before each answer token
+        values = self.critic.module(batch.sequences[:, :-1], pos=without_last(batch.pos))[:, P - 1:]
         # GAE (Schulman et al. 2016): delta_t = r_t + gamma V_{t+1} - V_t, A_t = delta_t + gamma lam A_{t+1}
         advantages, returns = compute_gae(token_rewards(rewards, mask), values, mask, c.gamma, c.gae_lambda)
         errors = masked(returns - values, mask)  # what the critic misses, for its explained variance
@@ -221,7 +227,7 @@ class ActorCritic(PolicyGradient):
         c = self.config
         # the critic's own loss: separate parameters, one backward with the policy's; forwarded through its
         # DDP wrapper here, which syncs its gradients (targets used the bare module: no gradient there)
-        values = self.critic.wrapped(part.sequences[:, :-1])[:, self.env.prompt_len - 1:]
+        values = self.critic.wrapped(part.sequences[:, :-1], pos=without_last(part.pos))[:, self.env.prompt_len - 1:]
         # 0.5 * max((V - R)^2, (V_old + clip(V - V_old, -value_clip, value_clip) - R)^2) per token (PPO's code)
         value_loss, value_stats = compute_value_loss(values, part.old_values, part.returns, part.mask,
                                                      clip=c.value_clip, aggregation=c.loss_aggregation, **norm)
@@ -286,15 +292,16 @@ class Preference:
         sequences, mask = batch.sequences, batch.mask(env.end_token)
         # the reference is frozen: its sequence log-probs once a step, for every epoch
         ref = sequence_logprobs(policy_logprobs(ref_model, sequences, batch.generated, env.prompt_len,
-                                                c.rl_temperature, c.rl_ga_steps), mask)
-        pair = lambda t: torch.stack([t[pairs.chosen], t[pairs.rejected]], dim=1)  # (num_pairs, 2, ...)
-        return UpdateBatch(pair(sequences), pair(batch.generated), pair(mask), ref_logp=pair(ref))
+                                                c.rl_temperature, c.rl_ga_steps, pos=batch.pos), mask)
+        pair = lambda t: None if t is None else torch.stack([t[pairs.chosen], t[pairs.rejected]], dim=1)  # (n, 2, ...)
+        return UpdateBatch(pair(sequences), pair(batch.generated), pair(mask), ref_logp=pair(ref), pos=pair(batch.pos))
 
     def loss(self, policy, part: UpdateBatch, norm: dict) -> dict:
         """The DPO loss of one micro-batch of pairs (normalised by the minibatch's pairs, all ranks)."""
         c, (n, _, A) = self.config, part.generated.shape
         # chosen and rejected in one forward: (n, 2, ...) flattened to (2n, ...) and back
-        logits = answer_logits(policy, part.sequences.flatten(0, 1), self.env.prompt_len, c.rl_temperature)
+        pos = None if part.pos is None else part.pos.flatten(0, 1)
+        logits = answer_logits(policy, part.sequences.flatten(0, 1), self.env.prompt_len, c.rl_temperature, pos=pos)
         logp = sequence_logprobs(token_logprobs(logits, part.generated.flatten(0, 1)).view(n, 2, A), part.mask)
         # -log sigmoid(beta [(log pi - log pi_ref)(chosen) - (log pi - log pi_ref)(rejected)]) (Rafailov et al.
         # 2023); the reference's log-probs were taken once per step (update_batch); pairs counted over all ranks

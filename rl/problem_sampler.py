@@ -14,8 +14,11 @@ Each sampler is a small class:
         holds the same state: keys (K,) the pairs, successes (K,) how many of G answers were right
   state_dict() / load_state_dict(state)   what a snapshot stores; metrics()   what the logs show
 
-A pair's key is a * 10^ndigit + b (ordered). Only training pairs ever enter a state: draws come
-from the training split, and observe() drops any key that is not a training pair.
+A pair's key is a * 10^ndigit + b (ordered). Operands of many lengths (rl/long_env.py, digit arrays) do not fit
+that: their key is the pair's split hash (`LongAdditionEnvironment.pair_keys`), which cannot be inverted, so only
+the uniform sampler, which keeps no state, serves them (configs/base.py refuses the others). Only training
+pairs ever enter a state: draws come from the training split, and observe() drops any key that is not a
+training pair.
 """
 
 from collections import OrderedDict
@@ -29,6 +32,8 @@ TRAIN = SPLITS.index("train")
 
 
 def pair_keys(env: MathEnvironment, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if hasattr(env, "pair_keys"):  # digit arrays of many lengths: their hash (not invertible)
+        return env.pair_keys(a, b)
     return np.asarray(a, dtype=np.int64) * 10 ** env.ndigit + np.asarray(b, dtype=np.int64)
 
 

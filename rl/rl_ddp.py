@@ -111,7 +111,7 @@ def where_rl_starts(trainer: MathRLTrainer, resume: Resume, never: bool, stop: G
                 f"{k} {old!r} -> {new!r}" for k, (old, new) in resume.changes.items()))
         return {}
     # asked after each warm-start step and agreed over ranks, so every rank leaves after the same step
-    return init_policy(config, trainer.env, trainer.policy, info,
+    return init_policy(config, trainer.sft_env, trainer.policy, info,
                        should_stop=lambda: dist.any_rank(stop.requested, info.device))
 
 
@@ -198,7 +198,9 @@ def write_summary(trainer: MathRLTrainer, result, start, totals: dict, init_info
     summary = {"config_name": config.name, "seed": config.seed, "world_size": trainer.info.world_size,
                "start_accuracy": start.accuracy if start else None, "final_accuracy": result.accuracy,
                "final_digit_accuracy": result.digit_accuracy, "final_steps_accuracy": result.steps_accuracy,
-               "num_eval": result.num_problems, "rl_steps_run": trainer.step - totals["first_step"],
+               "num_eval": result.num_problems,
+               **({"final_accuracy_by_length": {str(k): v for k, v in result.by_length.items()}}
+                  if result.by_length else {}), "rl_steps_run": trainer.step - totals["first_step"],
                "rl_seconds": time.time() - totals["t_rl"], "rl_train_seconds": totals["train_seconds"],
                "rl_answers_generated": totals["answers"],
                "rl_samples_per_second": totals["answers"] / max(totals["train_seconds"], 1e-9),

@@ -46,6 +46,7 @@ class Rollout:
     rewards: Optional[torch.Tensor] = None  # (N,) the weighted sum of the rule rewards
     components: dict = field(default_factory=dict)  # reward name -> (N,)
     keys: Optional[torch.Tensor] = None  # (N,) int64, the problem's pair key (rl/problem_sampler.py)
+    pos: Optional[torch.Tensor] = None  # (N, prompt_len + A) position ids it was sampled at; None: the model's own
 
     def __len__(self) -> int:
         return len(self.generated)
@@ -63,14 +64,14 @@ class Rollout:
         """Rows `index` (bool mask, indices or a slice) of every tensor."""
         return Rollout(self.prompts[index], self.solutions[index], self.generated[index], self.logp[index],
                        self.entropy[index], self.rewards[index], {k: v[index] for k, v in self.components.items()},
-                       None if self.keys is None else self.keys[index])
+                       None if self.keys is None else self.keys[index], None if self.pos is None else self.pos[index])
 
     @staticmethod
     def cat(parts: list) -> "Rollout":
         cat = lambda name: torch.cat([getattr(p, name) for p in parts])
         return Rollout(cat("prompts"), cat("solutions"), cat("generated"), cat("logp"), cat("entropy"), cat("rewards"),
                        {k: torch.cat([p.components[k] for p in parts]) for k in parts[0].components},
-                       None if parts[0].keys is None else cat("keys"))
+                       None if parts[0].keys is None else cat("keys"), None if parts[0].pos is None else cat("pos"))
 
 
 @dataclass
@@ -117,23 +118,27 @@ class RolloutCollector:
         self.keep_only_right = keep_only_right
 
     @torch.no_grad()
-    def sample_round(self, num_prompts: int, rngs: tuple, generator, stats: RolloutStats) -> Rollout:
+    def sample_round(self, num_prompts: int, rngs: tuple, generator, stats: RolloutStats,
+                     positions_rng=None) -> Rollout:
         """G scored answers to each of num_prompts problems the problem sampler draws, none drawn
-        before in this step's rounds."""
+        before in this step's rounds, at the position ids the environment gives (offsets from positions_rng)."""
         c, env, G = self.config, self.env, self.config.rl_rollout_size
         exclude = np.concatenate(stats.keys) if stats.keys else np.zeros(0, dtype=np.int64)
         a, b, selected, estimates = self.problem_sampler.draw(num_prompts, *rngs, exclude)
         prompts, solutions = (t.to(self.info.device) for t in env.encode(a, b))
+        pos = env.position_ids(num_prompts, positions_rng)  # None (draws nothing) for today's tasks
+        pos = None if pos is None else pos.to(self.info.device)
         t0 = time.perf_counter()
         generated, logp, entropy, nonfinite = self.model.generate(
             prompts, env.answer_len, temperature=c.rl_temperature, end_token=env.end_token, pad_token=env.pad_token,
-            generator=generator, num_samples=G, with_stats=True, with_nonfinite=True)
+            generator=generator, num_samples=G, with_stats=True, with_nonfinite=True, pos=pos)
         t1 = time.perf_counter()
         keys = pair_keys(env, a, b)
         # (clone: an inference-mode tensor may not enter autograd)
         rollout = Rollout(prompts.repeat_interleave(G, dim=0), solutions.repeat_interleave(G, dim=0), generated.clone(),
                           logp.clone(), entropy.clone(),
-                          keys=torch.from_numpy(keys).repeat_interleave(G).to(self.info.device))
+                          keys=torch.from_numpy(keys).repeat_interleave(G).to(self.info.device),
+                          pos=None if pos is None else pos.repeat_interleave(G, dim=0))
         rollout.rewards, rollout.components = compute_rewards(self.reward_weights, env, rollout.solutions,
                                                               rollout.generated)
         right = exact_match(env, rollout.solutions, rollout.generated).view(-1, G).sum(dim=1)
@@ -157,8 +162,9 @@ class RolloutCollector:
         rngs = (seeding.numpy_rng(c.seed, info.rank, step, seeding.PROBLEMS),
                 seeding.numpy_rng(c.seed, info.rank, step, seeding.SELECTION))
         sampling = seeding.torch_generator(c.seed, info.rank, step, seeding.SAMPLING, info.device)
+        positions = seeding.numpy_rng(c.seed, info.rank, step, seeding.POSITIONS)  # a stream of its own: none shifts
         stats = RolloutStats()
-        first = batch = self.sample_round(num_prompts, rngs, sampling, stats)
+        first = batch = self.sample_round(num_prompts, rngs, sampling, stats, positions)
         if c.dynamic_sampling:
             kept, num_sampled, num_kept = [], 0, 0
             while True:
@@ -169,7 +175,7 @@ class RolloutCollector:
                 if num_kept >= num_prompts or stats.rounds > c.dynamic_sampling_max_rounds or stats.nonfinite:
                     break
                 size = refill_size(num_prompts, num_sampled, num_kept, max_prompts=4 * num_prompts)
-                batch = self.sample_round(size, rngs, sampling, stats)
+                batch = self.sample_round(size, rngs, sampling, stats, positions)
             batch = Rollout.cat(kept).select(slice(0, num_prompts * G))
         if self.keep_only_right:
             batch = batch.select(exact_match(self.env, batch.solutions, batch.generated) == 1)

@@ -11,6 +11,7 @@ import torch
 
 # purposes: a stream per kind of draw, so adding draws to one never shifts another
 PROBLEMS, SAMPLING, DROPOUT, SFT_PROBLEMS, SHUFFLE, SELECTION = 1, 2, 3, 4, 5, 6
+POSITIONS = 7  # the random offsets of coupled position ids (rl/long_env.py); none drawn for today's tasks
 
 
 def stream_seed(seed: int, rank: int, step: int, purpose: int) -> int:

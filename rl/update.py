@@ -83,7 +83,8 @@ class UpdateBatch:
     advantages (N,) or (N, A); old_logp (N, A), the sampling policy's log-probs for PPO ratios when a
     rollout feeds several optimizer steps (None when it feeds one: on-policy); ref_logp (N, A), the
     frozen reference's, when a KL term is in the loss; returns and old_values (N, A), the critic's
-    targets and its values when the rollout was scored (ppo_critic). For DPO a row is a pair: every
+    targets and its values when the rollout was scored (ppo_critic); pos (N, P + A), the position ids the
+    answers were sampled at (None: the model's own, as for every fixed-length task). For DPO a row is a pair: every
     tensor has a second dimension of 2 (chosen, rejected), ref_logp holds sequence log-probs, and
     advantages is None."""
     sequences: torch.Tensor
@@ -94,6 +95,7 @@ class UpdateBatch:
     ref_logp: Optional[torch.Tensor] = None
     returns: Optional[torch.Tensor] = None
     old_values: Optional[torch.Tensor] = None
+    pos: Optional[torch.Tensor] = None
 
     def __len__(self) -> int:
         return len(self.sequences)

@@ -173,11 +173,11 @@ def save_progress(config, model, optimizer, scheduler, state: dict, info: dist.D
                  path, "the previous progress is intact", info)
 
 
-def teacher_forced_step(policy, env: MathEnvironment, optimizer, a, b, device, *, grad_clip: float = 0.0):
-    """One optimizer step on supervised_loss of the problems (a, b), the gradient's norm clipped to
-    grad_clip (0: not clipped); returns the loss. The one supervised step of the project: the warm
-    start, the benchmark's matched-compute baseline, the answer-format curves and the tests use it."""
-    loss = supervised_loss(policy, env, a, b, device)
+def teacher_forced_step(policy, env: MathEnvironment, optimizer, a, b, device, *, grad_clip: float = 0.0, rng=None):
+    """One optimizer step on supervised_loss of the problems (a, b) (position offsets drawn from rng), the
+    gradient's norm clipped to grad_clip (0: not clipped); returns the loss. The one supervised step of the
+    project: the warm start, the benchmark's matched-compute baseline, the answer-format curves and the tests use it."""
+    loss = supervised_loss(policy, env, a, b, device, rng)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if grad_clip > 0:
@@ -191,7 +191,8 @@ def supervised_step(policy, env: MathEnvironment, optimizer, config, info: dist.
     seeding.seed_dropout(config.seed, info.rank, step)
     problems = seeding.numpy_rng(config.seed, info.rank, step, seeding.SFT_PROBLEMS)
     a, b = training_pairs(config, env, config.sft_batch_size // info.world_size, problems)
-    return teacher_forced_step(policy, env, optimizer, a, b, info.device, grad_clip=config.grad_clip)
+    positions = seeding.numpy_rng(config.seed, info.rank, step, seeding.POSITIONS)  # nothing drawn for today's tasks
+    return teacher_forced_step(policy, env, optimizer, a, b, info.device, grad_clip=config.grad_clip, rng=positions)
 
 
 def train_warm_start(config, env: MathEnvironment, policy, info: dist.DistInfo,

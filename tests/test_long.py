@@ -1,6 +1,8 @@
 """Addition of many lengths: format, exact sums at 100 digits, the split hash, and coupled position ids.
 Run: python -m pytest tests/test_long.py"""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -174,3 +176,103 @@ def test_the_supervised_loss_and_the_log_probs_read_the_environments_ids():
         assert torch.allclose(policy_logprobs(model, seq, answers, env.prompt_len, 1.0, num_chunks=3, pos=pos), whole)
         assert not torch.allclose(policy_logprobs(model, seq, answers, env.prompt_len, 1.0, num_chunks=3,
                                                   pos=env.position_ids(8)), whole)  # each row's own ids are read
+
+
+def long_trainer(**overrides):
+    """A trainer of the tiny settings on addition of 1-6 digits with coupled ids and offsets up to 9."""
+    from helpers import make_config
+    from rl import dist
+    from rl.math_trainer import MathRLTrainer
+    config = make_config(**{"rl_algorithm": "reinforce", "rl_ga_steps": 1, "problem_sampler": "uniform", **overrides})
+    env = LongAdditionEnvironment((1, 6), positions="coupled", max_position_offset=9)
+    torch.manual_seed(config.seed)
+    return MathRLTrainer(config, env, GPT(GPTConfig(**config.model_args())), dist.DistInfo())
+
+
+def test_the_rollouts_ids_reach_the_sampler_and_the_update(monkeypatch):
+    """The update's log-probs at the sampling temperature equal the sampler's own (kept from generation):
+    the same coupled ids, random offsets included, on both sides."""
+    from rl import objectives
+    trainer, seen = long_trainer(rl_temperature=2.0), {}
+    real_sample, real_logprobs = trainer.sample, objectives.token_logprobs
+    trainer.sample = lambda step: seen.setdefault("rollout", real_sample(step))
+
+    def spy_logprobs(logits, tokens):  # what the update differentiates
+        seen["logp"] = real_logprobs(logits, tokens).detach()
+        return real_logprobs(logits, tokens)
+    monkeypatch.setattr(objectives, "token_logprobs", spy_logprobs)
+    trainer.train_step()
+    _, batch, _ = seen["rollout"]
+    offsets = batch.pos[:, 0] - trainer.env.position_ids(len(batch))[:, 0]  # each problem's offset
+    assert offsets.min() >= 0 and offsets.max() <= 9 and len(set(offsets.tolist())) > 3
+    m = batch.mask(trainer.env.end_token)
+    torch.testing.assert_close(seen["logp"][m], batch.logp[m], atol=2e-5, rtol=1e-5)
+
+
+def test_a_step_on_problems_of_many_lengths_changes_the_weights():
+    trainer = long_trainer(rl_algorithm="grpo", rewards="exact_match:1.0,digit_match:0.1")
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    metrics = trainer.train_step()
+    assert metrics["train/skipped_steps"] == 0 and metrics["train/batch_answers"] > 0
+    assert any(not torch.equal(a, p) for a, p in zip(before, trainer.model.parameters()))
+
+
+LONG = dict(rl_ndigits="1-6", positions="coupled", max_position_offset=9, problem_sampler="uniform")
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(rl_ndigits="1-x"), "rl_ndigits='1-x' is not a range of operand lengths 'lo-hi'"),
+    (dict(rl_ndigits="7-3"), "rl_ndigits='7-3' is not a range"),
+    (dict(sft_ndigits="0-5"), "sft_ndigits='0-5' is not a range"),
+    (dict(eval_ndigits="5,x"), "eval_ndigits='5,x' is not a list of operand lengths"),
+    (dict(task="multiplier"), "rl_ndigits needs task=adder with show_work=false"),
+    (dict(reverse_answer=False), "rl_ndigits needs task=adder"),
+    (dict(problem_sampler="replay"), "problem_sampler=replay cannot key problems of many lengths"),
+    (dict(eval_ndigits="5,100"), "need 102 position ids but n_position=64; raise n_position to 102"),
+    (dict(positions="absolute", max_position_offset=0, rl_ndigits="1-20"), "need 64 position ids but n_position=63"),
+    (dict(max_position_offset=60), "need 68 position ids but n_position=64"),
+    (dict(positions="sideways"), "unknown positions 'sideways'"),
+    (dict(positions="absolute"), "max_position_offset must be 0 (absolute positions)"),
+])
+def test_settings_the_task_of_many_lengths_cannot_take_are_refused_in_one_line(overrides, message):
+    from helpers import make_config
+    from rl.errors import ConfigError
+    settings = {**LONG, **overrides}
+    if "n_position=63" in message:
+        settings["n_position"] = 63
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        make_config(**settings)
+
+
+@pytest.mark.parametrize("name, value", [("eval_ndigits", "5,10"), ("sft_ndigits", "1-5"), ("positions", "coupled")])
+def test_its_settings_are_refused_without_rl_ndigits(name, value):
+    from helpers import make_config
+    from rl.errors import ConfigError
+    with pytest.raises(ConfigError, match=f"{name}={value!r} has no effect here: it belongs to the task of many lengths"):
+        make_config(problem_sampler="uniform", **{name: value})
+
+
+def test_todays_task_args_hold_no_new_key_and_the_long_tasks_hold_what_is_set():
+    from helpers import make_config
+    assert "rl_ndigits" not in make_config().task_args() and "positions" not in make_config().task_args()
+    args = make_config(**LONG, sft_ndigits="1-3").task_args()
+    assert {k: args[k] for k in ("rl_ndigits", "sft_ndigits", "positions", "max_position_offset")} == dict(
+        rl_ndigits="1-6", sft_ndigits="1-3", positions="coupled", max_position_offset=9)
+
+
+def test_each_length_is_evaluated_on_its_own_set_and_eval_accuracy_is_their_mean():
+    from helpers import make_trainer
+    from rl import dist
+    from rl.evaluate import evaluate
+    trainer = make_trainer(**LONG, sft_ndigits="1-3", eval_ndigits="2,4,7", num_eval=40)
+    assert (trainer.sft_env.hi, trainer.env.hi) == (3, 6) and list(trainer.eval_envs) == [2, 4, 7]
+    trainer.train_step()
+    result, metrics = trainer.accuracy("test"), {}
+    metrics.update(result.metrics("eval"))
+    for L, env in trainer.eval_envs.items():
+        a, b = env.eval_operands(40, "test")
+        assert (number_lengths(a) == L).all() and (number_lengths(b) == L).all()
+        alone = evaluate(trainer.model, env, a, b, dist.DistInfo()).accuracy
+        assert metrics[f"eval/accuracy_len{L}"] == alone
+    assert metrics["eval/accuracy"] == pytest.approx(sum(metrics[f"eval/accuracy_len{L}"] for L in (2, 4, 7)) / 3)
+    assert result.num_problems == 120 and "val/accuracy_len7" in trainer.accuracy("validation").metrics("val")
