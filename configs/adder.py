@@ -1,4 +1,4 @@
-"""AdderRLConfig: 3-digit addition, the default task."""
+"""AdderRLConfig: 3-digit addition, the default task; LongAdderRLConfig: addition of 1 to 100 digits."""
 
 from dataclasses import dataclass
 
@@ -14,3 +14,26 @@ class AdderRLConfig(BaseRLConfig):
     dynamic_sampling_max_rounds: int = 1
     """with replay, half of each round is problems still wrong: one refill round keeps the batch full early on,
     and late steps stay cheap (2,560 answers at most, against 4,600 with two rounds and uniform draws) (>= 0)"""
+
+
+@dataclass
+class LongAdderRLConfig(BaseRLConfig):
+    """Addition past the training lengths (issue 34): warm start on 1-10 digits, RL on 1-20, evaluation up to
+    100 digits, with coupled position ids (rl/long_env.py). The adder's model; its results are not measured yet."""
+    rl_ndigits: str = "1-20"
+    """RL trains on operands of 1 to 20 digits, twice the warm start's longest"""
+    sft_ndigits: str = "1-10"
+    """the warm start sees operands of at most 10 digits: what RL adds at 11-20 digits is measured apart"""
+    eval_ndigits: str = "5,10,15,20,30,40,60,80,100"
+    """inside the warm start's range, inside RL's, and past both up to 100 digits"""
+    positions: str = "coupled"
+    """digit i of a, b and the sum share one id: the id of a digit's column, whatever the number's length"""
+    max_position_offset: int = 106
+    """offsets up to 106 train every id a 100-digit evaluation reads (1 .. 101) on short problems (>= 0)"""
+    n_position: int = 128
+    """RL's 20-digit problems at the largest offset need 20 + 2 + 106 = 128 ids (> 0)"""
+    problem_sampler: str = "uniform"
+    """the other samplers key problems by a * 10^ndigit + b, which numbers of 20 digits do not fit"""
+
+    # --debug: 100-digit evaluation sets of 200 problems at nine lengths would take most of the minute
+    DEBUG_OVERRIDES = {**BaseRLConfig.DEBUG_OVERRIDES, "num_eval": 20, "sft_num_eval": 50}

@@ -276,3 +276,17 @@ def test_each_length_is_evaluated_on_its_own_set_and_eval_accuracy_is_their_mean
         assert metrics[f"eval/accuracy_len{L}"] == alone
     assert metrics["eval/accuracy"] == pytest.approx(sum(metrics[f"eval/accuracy_len{L}"] for L in (2, 4, 7)) / 3)
     assert result.num_problems == 120 and "val/accuracy_len7" in trainer.accuracy("validation").metrics("val")
+
+
+@pytest.mark.slow
+def test_the_long_adder_debug_run_goes_end_to_end_and_logs_every_length(tmp_path):
+    import json
+    from helpers import run
+    out = tmp_path / "run"
+    proc = run(["--config_name", "LongAdderRLConfig", "--debug", "--no_wandb", f"--out_dir={out}"])
+    rows = [json.loads(line) for line in open(out / "metrics.jsonl")]
+    assert [r["step"] for r in rows] == list(range(7)) and "[by length: 5: " in proc.stdout
+    for L in (5, 10, 15, 20, 30, 40, 60, 80, 100):
+        assert 0.0 <= rows[-1][f"eval/accuracy_len{L}"] <= 1.0 and f"val/accuracy_len{L}" in rows[-1]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["final_accuracy"] == rows[-1]["eval/accuracy"] and "100" in summary["final_accuracy_by_length"]
