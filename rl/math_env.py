@@ -249,14 +249,19 @@ class MathEnvironment:
         b = rng.integers(0, 10 ** self.ndigit, size=k)
         return (np.maximum(a, b), np.minimum(a, b)) if self.op.ordered else (a, b)
 
+    def all_pairs(self):
+        """Every operand pair (a, b), int64 arrays in the order a * 10^ndigit + b (a >= b for an ordered
+        operation): the enumerated space of eval_operands, split_size and the prioritized sampler."""
+        space = 10 ** self.ndigit
+        a, b = np.divmod(np.arange(space * space, dtype=np.int64), space)
+        return (a[a >= b], b[a >= b]) if self.op.ordered else (a, b)
+
     def eval_operands(self, num: int, split: str = "test"):
         """The fixed evaluation set of `split`: up to `num` distinct pairs, identical in every run, and
         the first `num` of any larger set (an evaluation of 500 problems checks the first 500 of 1000)."""
         want, rng, space = SPLITS.index(split), np.random.default_rng(EVAL_SEEDS[split]), 10 ** self.ndigit
         if space * space <= ENUMERATE_LIMIT:  # take every pair of the split, in a fixed random order
-            a, b = np.divmod(np.arange(space * space, dtype=np.int64), space)
-            if self.op.ordered:
-                a, b = a[a >= b], b[a >= b]
+            a, b = self.all_pairs()
             keep = self.split_of(a, b) == want
             order = rng.permutation(int(keep.sum()))[:num]
             return a[keep][order], b[keep][order]
@@ -275,10 +280,7 @@ class MathEnvironment:
         space = 10 ** self.ndigit
         if space * space > ENUMERATE_LIMIT:
             return None
-        a, b = np.divmod(np.arange(space * space, dtype=np.int64), space)
-        if self.op.ordered:
-            a, b = a[a >= b], b[a >= b]
-        return int((self.split_of(a, b) == SPLITS.index(split)).sum())
+        return int((self.split_of(*self.all_pairs()) == SPLITS.index(split)).sum())
 
     def generate_problem(self, rng: Optional[np.random.Generator] = None, split: str = "train") -> MathProblem:
         a, b = self.sample_operands(1, rng if rng is not None else self._rng, split)

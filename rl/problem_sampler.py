@@ -97,12 +97,9 @@ class PrioritizedSampler:
     def __init__(self, env: MathEnvironment, floor: float, decay: float):
         self.check_fits(env)
         self.env, self.floor, self.decay = env, floor, decay
-        space = 10 ** env.ndigit
-        a, b = np.divmod(np.arange(space * space, dtype=np.int64), space)
-        if env.op.ordered:
-            a, b = a[a >= b], b[a >= b]
+        a, b = env.all_pairs()
         train = env.split_of(a, b) == TRAIN
-        self.keys = pair_keys(env, a[train], b[train])  # sorted, since a * space + b enumerates in order
+        self.keys = pair_keys(env, a[train], b[train])  # sorted, since all_pairs enumerates in key order
         self.right = np.zeros(len(self.keys))
         self.wrong = np.zeros(len(self.keys))
         self.G = 1  # answers per group, set by the first observe(); the prior's weight
