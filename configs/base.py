@@ -12,7 +12,7 @@ import os
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Optional, Union, get_args, get_origin
 
-from model.gpt import GPTConfig
+from model.gpt import GPTConfig, autocast_dtype_for
 from rl.algorithms import ALGORITHMS, resolve
 from rl.dist import check_device_and_backend
 from rl.errors import ConfigError  # (re-exported: from configs.base import ConfigError keeps working)
@@ -27,7 +27,7 @@ from rl.problem_sampler import PROBLEM_SAMPLERS, PrioritizedSampler
 POSITIVE = ("ndigit", "num_eval", "n_layer", "n_head", "n_embed", "n_position", "sft_batch_size", "sft_eval_interval",
             "sft_save_interval", "sft_num_eval", "rl_batch_size", "rl_rollout_size", "rl_ga_steps", "eval_interval",
             "save_interval", "keep_snapshots", "max_bad_steps", "log_interval", "eval_batch_size", "learning_rate",
-            "replay_capacity",
+            "replay_capacity", "rl_target_evals",
             "sft_learning_rate", "rl_temperature", "critic_learning_rate", "dpo_beta")
 NON_NEGATIVE = ("sft_max_steps", "sft_worked_examples", "sft_patience", "sft_warmup_steps", "rl_train_steps",
                 "warmup_steps", "weight_decay", "grad_clip", "num_mistakes", "seed", "kl_coef", "entropy_coef",
@@ -35,7 +35,7 @@ NON_NEGATIVE = ("sft_max_steps", "sft_worked_examples", "sft_patience", "sft_war
 # in [0, 1]; the value says whether 1 itself is allowed
 UNIT_INTERVAL = {"dropout": True, "baseline_momentum": True, "min_lr_ratio": True, "sft_target_accuracy": True,
                  "adam_beta1": False, "adam_beta2": False, "gamma": True, "gae_lambda": True, "priority_decay": True,
-                 "replay_share": True}
+                 "replay_share": True, "rl_target_accuracy": True}
 ALGORITHM_FIELDS = tuple(next(iter(ALGORITHMS.values())))  # the settings a row of the table fixes
 # Upper bounds of integer settings: torch and numpy hold sizes, counts and indices in int64, so a larger
 # value fails deep in a run (a batch of 2**63 problems: "Maximum allowed dimension exceeded"). The seed
@@ -264,6 +264,11 @@ class BaseRLConfig:
     """run folder for snapshots, warm start and metrics; empty means out/<config name>"""
     eval_interval: int = 10
     """RL steps between evaluations on the test and validation sets (plus one at start and end); about 1 s each (> 0)"""
+    rl_target_accuracy: float = 0.0
+    """stop RL early once validation accuracy is at least this at rl_target_evals evaluations in a row, so a
+    fast device does not spend rl_train_steps sized for a CPU (0: always run rl_train_steps) (in [0, 1])"""
+    rl_target_evals: int = 2
+    """evaluations in a row that must reach rl_target_accuracy: held, not touched once (> 0)"""
     save_interval: int = 50
     """RL steps between snapshots (one is also written at the end) (> 0)"""
     keep_snapshots: int = 3
@@ -280,6 +285,12 @@ class BaseRLConfig:
     """'auto' (CUDA when present, else CPU), 'cpu' or 'cuda'"""
     backend: str = "auto"
     """process-group backend under torchrun: 'auto' (nccl on CUDA, gloo on CPU), 'gloo' or 'nccl'"""
+    precision: str = "auto"
+    """'auto' (bf16 autocast and TF32 on CUDA, fp32 on the CPU), 'fp32' or 'bf16': every forward of sampling,
+    update and evaluation alike, so PPO's ratios compare like with like"""
+    cuda_graphs: bool = True
+    """on CUDA, decode (sampling and evaluation) by replaying a CUDA graph captured once per batch shape:
+    one launch instead of ~70 a token; the CPU ignores it"""
     wandb_project: str = "mathrl"
     """wandb project name"""
     wandb_run_name: str = ""
@@ -311,6 +322,7 @@ class BaseRLConfig:
             settings = resolve(self.rl_algorithm, {k: getattr(self, k) for k in ALGORITHM_FIELDS},
                                self.rl_rollout_size, self.kl_estimator)
             check_device_and_backend(self.device, self.backend)
+            autocast_dtype_for(self.precision, "cpu")
             parse_reward_spec(self.rewards, self.show_work)
             if self.problem_sampler == "prioritized":
                 PrioritizedSampler.check_fits(env)
@@ -439,6 +451,7 @@ class BaseRLConfig:
                   (("replay_share", "replay_capacity"), self.problem_sampler != "replay",
                    "belongs to problem_sampler=replay"),
                   (LONG_TASK_FIELDS, not self.rl_ndigits, "belongs to the task of many lengths (rl_ndigits)"),
+                  (("rl_target_evals",), self.rl_target_accuracy == 0, "needs rl_target_accuracy > 0"),
                   (("dynamic_sampling_max_rounds",), not settings["dynamic_sampling"],
                    "belongs to dynamic sampling (dynamic_sampling=true, as rl_algorithm=dapo has it)"),
                   (WARM_START_FIELDS, self.init_from != "sft", "belongs to the warm start (init_from=sft)"),

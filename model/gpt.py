@@ -20,8 +20,19 @@ own ids `pos` (B, T), any integers in [0, n_position), repeated or out of order:
 them (coupled ids for length generalisation, rl/long_env.py). `generate` then takes the ids of the
 prompt and of every answer position in advance, (B, P + max_new_tokens), so that each decoded token
 reads its own id from the KV cache's step.
+
+How it runs (not what it computes) is set per model by `configure_runtime`, so that every caller
+(sampler, learner, evaluation, warm start, reference, critic) computes the same way:
+  autocast_dtype  None: fp32; torch.bfloat16: every forward under bf16 autocast (matmuls in bf16,
+                  LayerNorm and softmax in fp32), the KV cache in bf16. Log-probs are taken in fp32
+                  from the logits by the callers, so the sampler's and the learner's agree.
+  cuda_graphs     on CUDA, `generate` captures its whole decode (prefill and every token: the answer
+                  length is known, so shapes are static and nothing syncs) once per batch shape as a
+                  CUDA graph and replays it: one launch instead of ~70 kernels a token. Same tokens as
+                  the eager loop from the same generator state. Ignored on the CPU.
 """
 
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -60,6 +71,23 @@ def configure_optimizer(module: nn.Module, *, lr: float, weight_decay: float, be
     return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=fused)
 
 
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def autocast_dtype_for(precision: str, device_type: str):
+    """The config's precision -> GPT.configure_runtime's autocast_dtype (None: fp32). 'auto' is bf16 autocast
+    on CUDA (and TF32 for what stays fp32) and fp32 on the CPU, whose bf16 matmuls are slower than fp32's.
+    ValueError (one line) for an unknown name."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
+    bf16 = precision == "bf16" or (precision == "auto" and device_type == "cuda")
+    if device_type == "cuda":
+        # fp32 matmuls (a critic's head, anything outside autocast) on TF32 tensor cores under 'auto';
+        # 'fp32' means fp32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "auto"
+    return torch.bfloat16 if bf16 else None
+
+
 class KVCache:
     """Preallocated keys and values of every layer, so decoding appends without reallocating.
 
@@ -76,7 +104,7 @@ class KVCache:
     def repeat_interleave(self, n: int):
         """Copy each row n times (rows i*n ... i*n+n-1 continue row i): one prompt, n samples."""
         if n > 1:
-            self.k, self.v = (t.repeat_interleave(n, dim=1) for t in (self.k, self.v))
+            self.k, self.v = (repeat_rows(t, n, dim=1) for t in (self.k, self.v))
 
 
 class CausalSelfAttention(nn.Module):
@@ -150,6 +178,23 @@ class GPT(nn.Module):
         for name, p in self.named_parameters():
             if name.endswith("c_proj.weight"):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+        self.configure_runtime()
+
+    def configure_runtime(self, *, autocast_dtype=None, cuda_graphs: bool = False):
+        """How this model runs (module docstring): autocast_dtype None (fp32) or torch.bfloat16;
+        cuda_graphs: replay generate's decode as CUDA graphs on CUDA. Forgets any captured graph."""
+        self.autocast_dtype, self.cuda_graphs = autocast_dtype, cuda_graphs
+        self._graphs = {}  # generate's captured decodes, by everything that shapes them
+
+    def __getstate__(self):  # a copy (the frozen reference) or a pickle carries no captured graph
+        return {**self.__dict__, "_graphs": {}}
+
+    def autocast(self):
+        """The context every forward runs in: bf16 autocast when configured, else nothing. The autocast
+        cache stays off: a cast cached across a graph capture would freeze the weights the graph reads."""
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.wte.weight.device.type, dtype=self.autocast_dtype, cache_enabled=False)
 
     @staticmethod
     def _init_weights(module):
@@ -164,13 +209,19 @@ class GPT(nn.Module):
     def configure_optimizer(self, *, lr: float, weight_decay: float, betas: tuple) -> torch.optim.AdamW:
         return configure_optimizer(self, lr=lr, weight_decay=weight_decay, betas=betas)
 
-    def forward(self, idx, cache: KVCache = None, pos=None):
+    def forward(self, idx, cache: KVCache = None, pos=None, *, check_pos: bool = True):
         """idx (B, T) token ids -> logits (B, T, V). With a cache, idx continues what it holds.
         pos (B, T): the position id of each token; None: cache.pos + 0, 1, ..., T - 1."""
-        return self.lm_head(self.hidden(idx, cache, pos))
+        with self.autocast():
+            return self.lm_head(self.hidden(idx, cache, pos, check_pos=check_pos))
 
-    def hidden(self, idx, cache: KVCache = None, pos=None):
-        """idx (B, T) -> the final LayerNorm's output (B, T, C), what the output head reads."""
+    def hidden(self, idx, cache: KVCache = None, pos=None, *, check_pos: bool = True):
+        """idx (B, T) -> the final LayerNorm's output (B, T, C), what the output head reads.
+        check_pos=False: the caller has checked pos (a check reads it on the host: no sync in a graph)."""
+        with self.autocast():
+            return self._hidden(idx, cache, pos, check_pos)
+
+    def _hidden(self, idx, cache, pos, check_pos):
         B, T = idx.shape
         start = cache.pos if cache is not None else 0
         if pos is None:
@@ -182,7 +233,7 @@ class GPT(nn.Module):
                 raise ValueError(f"position ids of shape {tuple(pos.shape)} for tokens of shape {tuple(idx.shape)}")
             # checked on a whole pass or a prefill, not on every decoded token (a host sync each); generate
             # checks the ids of the tokens it will decode before its loop
-            if start == 0:
+            if start == 0 and check_pos:
                 check_position_ids(pos, self.config.n_position)
         x = self.drop(self.wte(idx) + self.wpe(pos))
         for layer, block in enumerate(self.blocks):
@@ -214,19 +265,39 @@ class GPT(nn.Module):
         tokens mean nothing. The other rows are exactly what they would be without this check.
         `pos` (B, P + max_new_tokens): the position ids of the prompt and of every token to be written
         (known in advance from the task); None: 0, 1, 2, ... as in training.
+        With `configure_runtime(cuda_graphs=True)` on CUDA, the decode is a replayed CUDA graph (module
+        docstring): the same tokens, drawn from the same stream, as this loop run eagerly. Outputs are
+        then fresh tensors (the graph's own are overwritten by its next replay).
         """
         B, P = idx.shape
         prompt_pos, pos = generation_position_ids(pos, (B, P), max_new_tokens, num_samples, self.config.n_position)
-        cache = KVCache(self.config, B, P + max_new_tokens, idx.device, self.wte.weight.dtype) if use_cache else None
-        logits = self(idx, cache, prompt_pos)[:, -1, :].repeat_interleave(num_samples, dim=0)
+        args = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, greedy=greedy,
+                    end_token=end_token, pad_token=pad_token, num_samples=num_samples, use_cache=use_cache,
+                    with_stats=with_stats)
+        if self.cuda_graphs and idx.is_cuda and use_cache:
+            out, logps, entropy, nonfinite = self._graphed_decode(idx, prompt_pos, pos, generator, args)
+        else:
+            out, logps, entropy, nonfinite = self._decode(idx, prompt_pos, pos, generator, **args)
+        outputs = ((out, logps, entropy) if with_stats else (out,)) + ((nonfinite,) if with_nonfinite else ())
+        return outputs if len(outputs) > 1 else out
+
+    def _decode(self, idx, prompt_pos, pos, generator, *, max_new_tokens, temperature, top_k, greedy, end_token,
+                pad_token, num_samples, use_cache, with_stats):
+        """generate's loop on checked inputs: (out, logps, entropy, nonfinite), nothing read on the host, so
+        that it can be captured as one CUDA graph. logps and entropy: None without with_stats, zeros when greedy."""
+        B, P = idx.shape
+        N = B * num_samples
+        cache_dtype = self.autocast_dtype or self.wte.weight.dtype
+        cache = KVCache(self.config, B, P + max_new_tokens, idx.device, cache_dtype) if use_cache else None
+        logits = repeat_rows(self(idx, cache, prompt_pos, check_pos=False)[:, -1, :], num_samples)
         if use_cache:
             cache.repeat_interleave(num_samples)
-        seq = idx.repeat_interleave(num_samples, dim=0)  # only read without a cache
-        finished = torch.zeros(B * num_samples, dtype=torch.bool, device=idx.device)
-        out = torch.empty(B * num_samples, max_new_tokens, dtype=idx.dtype, device=idx.device)
-        logps = torch.zeros(B * num_samples, max_new_tokens, device=idx.device) if with_stats else None
+        seq = repeat_rows(idx, num_samples)  # only read without a cache
+        finished = torch.zeros(N, dtype=torch.bool, device=idx.device)
+        out = torch.empty(N, max_new_tokens, dtype=idx.dtype, device=idx.device)
+        logps = torch.zeros(N, max_new_tokens, device=idx.device) if with_stats else None
         entropy = torch.zeros_like(logps) if with_stats else None
-        sums = torch.empty(max_new_tokens, B * num_samples, device=idx.device)  # of each row's logits, each step
+        sums = torch.empty(max_new_tokens, N, device=idx.device)  # of each row's logits, each step
         for t in range(max_new_tokens):
             if not greedy:
                 logits = logits.float() / temperature
@@ -248,10 +319,87 @@ class GPT(nn.Module):
             if t + 1 < max_new_tokens:
                 seq = next_token[:, None] if use_cache else torch.cat([seq, next_token[:, None]], dim=1)
                 ids = None if pos is None else pos[:, P + t:P + t + 1] if use_cache else pos[:, :P + t + 1]
-                logits = self(seq, cache, ids)[:, -1, :]
-        nonfinite = ~sums.isfinite().all(dim=0)  # (B * num_samples,): every step's sums, checked once
-        outputs = ((out, logps, entropy) if with_stats else (out,)) + ((nonfinite,) if with_nonfinite else ())
-        return outputs if len(outputs) > 1 else out
+                logits = self(seq, cache, ids, check_pos=False)[:, -1, :]
+        nonfinite = ~sums.isfinite().all(dim=0)  # (N,): every step's sums, checked once
+        return out, logps, entropy, nonfinite
+
+    def _graphed_decode(self, idx, prompt_pos, pos, generator, args: dict):
+        """_decode as a CUDA graph, captured on the first call of each shape and replayed after. Batches are
+        padded to a power of two (rows copied from the first prompt, their answers dropped), so that the
+        varying sizes of dynamic sampling's refills share a few graphs. The graph draws from the device's
+        default generator, which is graph-safe: it takes `generator`'s state before a replay, and
+        `generator` then the state the replay leaves, as if it had drawn (for a batch already a power of
+        two, exactly the eager loop's tokens)."""
+        B = len(idx)
+        size = 1 << (B - 1).bit_length()
+        if size != B:
+            pad = lambda t: None if t is None else torch.cat([t, t[:1].expand(size - B, *t.shape[1:])])
+            idx, prompt_pos, pos = pad(idx), pad(prompt_pos), pad(pos)
+        key = (tuple(idx.shape), None if pos is None else tuple(pos.shape), self.autocast_dtype,
+               self.wte.weight.data_ptr(), tuple(sorted(args.items())))
+        graph = self._graphs.pop(key, None)
+        if graph is None:
+            if len(self._graphs) >= MAX_GRAPHS:  # the least recently used goes, and its memory with it
+                self._graphs.pop(next(iter(self._graphs)))
+            graph = DecodeGraph(self, idx, prompt_pos, pos, args)
+        self._graphs[key] = graph  # (re)inserted last: dicts keep order, so the first key is the least recent
+        rows = B * args["num_samples"]
+        return tuple(None if t is None else t[:rows] for t in graph.replay(idx, prompt_pos, pos, generator))
+
+
+MAX_GRAPHS = 16  # captured decodes kept per model: evaluation's two batch sizes, sampling's rounds, the benchmarks
+
+
+class DecodeGraph:
+    """One captured decode (GPT._decode) for fixed shapes and settings: static inputs copied in, the
+    graph replayed, its outputs cloned out. The default CUDA generator carries the random stream."""
+
+    def __init__(self, model: GPT, idx, prompt_pos, pos, args: dict):
+        self.model, self.args = model, args
+        self.idx = idx.clone()
+        self.prompt_pos = None if prompt_pos is None else prompt_pos.clone()
+        self.pos = None if pos is None else pos.clone()
+        device = idx.device
+        default = torch.cuda.default_generators[device.index if device.index is not None
+                                                else torch.cuda.current_device()]
+        saved = default.get_state()
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):  # warm-up on a side stream, as capture asks (lazy inits, autotuning)
+            self.run()
+        torch.cuda.current_stream(device).wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.outputs = self.run()
+        default.set_state(saved)  # warm-up and capture drew nothing anyone sees
+        self.default = default
+
+    def run(self):
+        return self.model._decode(self.idx, self.prompt_pos, self.pos, None, **self.args)
+
+    def replay(self, idx, prompt_pos, pos, generator):
+        self.idx.copy_(idx)
+        if pos is not None:
+            self.prompt_pos.copy_(prompt_pos)
+            self.pos.copy_(pos)
+        saved = self.default.get_state()
+        if generator is not None:
+            self.default.set_state(generator.get_state())
+        self.graph.replay()
+        if generator is not None:
+            generator.set_state(self.default.get_state())
+            self.default.set_state(saved)
+        return tuple(None if t is None else t.clone() for t in self.outputs)
+
+
+def repeat_rows(t: torch.Tensor, n: int, dim: int = 0) -> torch.Tensor:
+    """t.repeat_interleave(n, dim) (each row n times in a row), as a view expanded and copied: the same
+    values, without the output-size computation that syncs with a CUDA device."""
+    if n == 1:
+        return t
+    shape = list(t.shape)
+    expanded = t.unsqueeze(dim + 1).expand(*shape[:dim + 1], n, *shape[dim + 1:])
+    return expanded.reshape(*shape[:dim], shape[dim] * n, *shape[dim + 1:])
 
 
 def check_position_ids(pos: torch.Tensor, n_position: int):
@@ -282,7 +430,12 @@ def draw(logits, top_k=None, generator=None):
         kth = torch.topk(logits, min(top_k, logits.size(-1)), dim=-1).values[:, [-1]]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     logp = F.log_softmax(logits, dim=-1)
-    return torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1), logp
+    # torch.multinomial's own path for one draw (argmax of p / q, q ~ Exp(1)), without its two validity
+    # checks read on the host (two syncs a token on CUDA, and no graph capture): the same tokens from the
+    # same generator state. p is valid here: finite, non-negative, and every row sums to 1.
+    p = logp.exp()
+    q = torch.empty_like(p).exponential_(1, generator=generator)
+    return torch.div(p, q).argmax(dim=-1), logp
 
 
 class Critic(nn.Module):
@@ -303,6 +456,7 @@ class Critic(nn.Module):
     @classmethod
     def from_policy(cls, policy: GPT) -> "Critic":
         critic = cls(policy.config).to(policy.wte.weight.device)
+        critic.trunk.configure_runtime(autocast_dtype=policy.autocast_dtype)  # computes as the policy does
         critic.trunk.load_state_dict({k: v for k, v in policy.state_dict().items() if not k.startswith("lm_head.")})
         return critic
 

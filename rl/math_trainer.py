@@ -59,12 +59,11 @@ compare token tensors.
 
 import copy
 import math
-import time
 
 import torch
 
 from configs.base import BaseRLConfig
-from model.gpt import GPT, GPTConfig
+from model.gpt import GPT, GPTConfig, autocast_dtype_for
 from rl import dist
 from rl.algorithms import (KL_PLACEMENT, compute_kl, group_all_equal, kl_reward_penalty, masked,
                            policy_logprobs, update_baseline)
@@ -88,6 +87,15 @@ def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
     for p in ref.parameters():
         p.requires_grad_(False)  # no graph is built through it, and nothing can train it by mistake
     return ref
+
+
+def perf_metrics(answers: float, sampled: RolloutStats, seconds: dict) -> dict:
+    """Answers per second and each stage's share of this rank's step (stage clocks sync the device: rl/dist.py)."""
+    stages = {"rollout": sampled.rollout_seconds, "reward": sampled.reward_seconds, "update": seconds["update"]}
+    shares = {f"perf/{k}_share": v / seconds["step"] for k, v in stages.items()}
+    # the rest: advantages, the reference's log-probs, the guard's agreement over ranks
+    return {"perf/samples_per_second": answers / seconds["step"],  # all ranks' answers, sampled in this time
+            "perf/step_seconds": seconds["step"], **shares, "perf/other_share": 1.0 - sum(shares.values())}
 
 
 class MathRLTrainer:
@@ -115,6 +123,10 @@ class MathRLTrainer:
         self.bad_steps_in_a_row = 0  # RL steps in a row with an update skipped for non-finite numbers
         self.num_skipped_steps = 0
         self._eval_sets = {}  # (split, length) -> operands, drawn once: every evaluation scores the same problems
+        self.evals_at_target = 0  # evaluations in a row with validation accuracy >= rl_target_accuracy
+        # how the policy runs (model/gpt.py): the same for sampling, update, evaluation, reference and critic
+        self.model.configure_runtime(autocast_dtype=autocast_dtype_for(config.precision, info.device.type),
+                                     cuda_graphs=config.cuda_graphs)
 
     @classmethod
     def build(cls, config: BaseRLConfig, info: dist.DistInfo = None) -> "MathRLTrainer":
@@ -142,7 +154,7 @@ class MathRLTrainer:
     # ---- one step ---------------------------------------------------------------------------
     def train_step(self) -> dict:
         """One RL step, the stages of the module docstring; returns its metrics, reduced over ranks."""
-        t0 = time.perf_counter()
+        t0 = dist.clock(self.info.device)  # every stage boundary syncs a CUDA device (rl/dist.py): honest shares
         self.model.eval()  # no dropout: the update's log-probs are the sampler's
         self.start_models()
         first, batch, sampled = self.sample(self.step)  # 1-2. draw problems, sample and score answers
@@ -152,10 +164,11 @@ class MathRLTrainer:
         if not broken:
             self.observe_outcomes(sampled)  # every rank's groups teach the problem sampler, identically
         targets, stats = self.advantages(first, batch, learn=not broken)  # 3. the objective's targets, the baseline
-        t_update = time.perf_counter()
+        t_update = dist.clock(self.info.device)
         # 4. the objective's loss, every learner's optimizer steps
         update = self.updater.no_step(self.learners, skipped=True) if broken else self.update(batch, targets)
-        seconds = dict(update=time.perf_counter() - t_update, step=time.perf_counter() - t0)
+        t_end = dist.clock(self.info.device)
+        seconds = dict(update=t_end - t_update, step=t_end - t0)
         self.finish_step(update["skipped"], broken)  # before the metrics, which report the step just taken as self.step
         return self.metrics(first, batch, stats, update, sampled, seconds)  # 5.
 
@@ -287,11 +300,7 @@ class MathRLTrainer:
             "train/sampling_rounds": s["rounds"] / self.info.world_size,  # a mean: each rank samples its own rounds
             "train/answers_generated": s["answers"],
             "train/skipped_steps": self.num_skipped_steps,
-            "perf/samples_per_second": s["answers"] / step_seconds,  # all ranks' answers, sampled in this time
-            "perf/step_seconds": step_seconds,
-            "perf/rollout_share": sampled.rollout_seconds / step_seconds,
-            "perf/reward_share": sampled.reward_seconds / step_seconds,
-            "perf/update_share": seconds["update"] / step_seconds,
+            **perf_metrics(s["answers"], sampled, seconds),
         }
         if self.config.problem_sampler != "uniform":
             metrics["select/selected_share"] = s["selected"] / max(s["drawn"], 1.0)
@@ -310,6 +319,17 @@ class MathRLTrainer:
         return {"kl_sum": source.get("kl_sum", 0.0), "kl_tokens": source.get("kl_tokens", 0.0)}
 
     # ---- evaluation ---------------------------------------------------------------------------
+    def observe_validation(self, accuracy: float) -> bool:
+        """Count an evaluation towards rl_target_accuracy's rule (reached, or the count starts over); True
+        when the rule is now met."""
+        target = self.config.rl_target_accuracy
+        self.evals_at_target = self.evals_at_target + 1 if target > 0 and accuracy >= target else 0
+        return self.target_held()
+
+    def target_held(self) -> bool:
+        """Validation has held rl_target_accuracy for rl_target_evals evaluations in a row: RL is done."""
+        return self.config.rl_target_accuracy > 0 and self.evals_at_target >= self.config.rl_target_evals
+
     def eval_set(self, split: str, length=None):
         """The fixed evaluation set of `split` at an evaluated length (None: the only environment evaluated)."""
         if (split, length) not in self._eval_sets:
@@ -337,6 +357,7 @@ class MathRLTrainer:
             "step": self.step,
             "bad_steps_in_a_row": self.bad_steps_in_a_row,
             "num_skipped_steps": self.num_skipped_steps,
+            "evals_at_target": self.evals_at_target,
             "problem_sampler": self.problem_sampler.state_dict(),
             "config_name": c.name,
             "config": c.portable_dict(),
@@ -352,6 +373,7 @@ class MathRLTrainer:
         self.step = snap["step"]
         self.bad_steps_in_a_row = snap["bad_steps_in_a_row"]
         self.num_skipped_steps = snap["num_skipped_steps"]
+        self.evals_at_target = snap.get("evals_at_target", 0)  # (a snapshot older than the rule has none)
         self.problem_sampler.load_state_dict(snap["problem_sampler"])
         if "ref_model" in snap:
             # the policy's shape, then the saved weights: the reference is where RL started, not the policy now

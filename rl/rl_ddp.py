@@ -116,14 +116,15 @@ def where_rl_starts(trainer: MathRLTrainer, resume: Resume, never: bool, stop: G
 
 
 def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume: Resume, stop: GracefulStop) -> int:
-    # ---- model and trainer: identical initial weights on every rank, DDP when there are several
+    # ---- model and trainer, then where RL starts: the snapshot to continue, or the warm start (or its cache)
     t_start = time.time()
     trainer = MathRLTrainer.build(config, info)
     print0(str(config))
+    runs = ("bf16 autocast" if trainer.model.autocast_dtype else "fp32") + (
+        ", CUDA graphs" if config.cuda_graphs and info.device.type == "cuda" else "")
     print0(f"{config.name}: {trainer.model.num_params() / 1e6:.2f}M parameters, {info.world_size} process(es) on "
-           f"{info.device.type}, {dist.num_threads()} thread(s) each, out_dir={config.out_dir}")
+           f"{info.device.type} ({runs}), {dist.num_threads()} thread(s) each, out_dir={config.out_dir}")
 
-    # ---- where RL starts: the snapshot to continue, or the warm start (trained, or cached in out_dir)
     snap = resume.snap  # its wandb run id lets a restarted run log on to the same wandb run
     init_info = where_rl_starts(trainer, resume, cli.resume_mode == "never", stop)
     if init_info is None:  # no RL state to snapshot yet: the warm start saved its own progress
@@ -143,13 +144,15 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume: R
     bar = tqdm(total=config.rl_train_steps, initial=trainer.step, desc="RL", disable=not info.show_progress,
                dynamic_ncols=True)
     result = None  # the last evaluation, reused at the end when the last step made one
-    while trainer.step < config.rl_train_steps:  # from the snapshot's step on a resumed run
-        metrics = trainer.train_step()  # sample, score, advantages, update: rl/math_trainer.py
-        step, last = trainer.step, trainer.step == config.rl_train_steps
+    while trainer.step < config.rl_train_steps and not trainer.target_held():  # from a snapshot's step on a resume
+        metrics, step = trainer.train_step(), trainer.step  # sample, score, advantages, update: rl/math_trainer.py
         totals["train_seconds"] += metrics["perf/step_seconds"]  # steps only: evaluation and saving excluded
         totals["answers"] += metrics["train/answers_generated"]  # refills included: what sampling cost
-        due = step % config.eval_interval == 0 or last  # and the last step's, which the summary reports
+        due = step % config.eval_interval == 0 or step == config.rl_train_steps  # the last step's: the summary's
         result = evaluate_and_report(trainer, metrics, f"Step {step}: ") if due else None
+        if result is not None and trainer.observe_validation(metrics["val/accuracy"]):  # on validation only
+            print0(f"RL stops at step {step}/{config.rl_train_steps}: {target_line(config)}")
+        last = step == config.rl_train_steps or trainer.target_held()
         metrics["perf/run_seconds"] = time.time() - t_start  # the clock the benchmark's time-to-accuracy reads
         log(metrics, step)  # rank 0 only; the other ranks' logger drops it
         bar.update(1)
@@ -172,6 +175,11 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume: R
     write_summary(trainer, result, start, {**totals, "t_start": t_start}, init_info)
     logger.finish()
     return 0
+
+
+def target_line(config: BaseRLConfig) -> str:
+    return (f"validation accuracy has held rl_target_accuracy={config.rl_target_accuracy} at "
+            f"{config.rl_target_evals} evaluation(s) in a row")
 
 
 def writers(trainer: MathRLTrainer, resume: Resume, logger):

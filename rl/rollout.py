@@ -22,14 +22,13 @@ uninterrupted one drew, as long as the problem sampler's state is restored too.
 """
 
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
 import torch
 
-from rl import seeding
+from rl import dist, seeding
 from rl.algorithms import answer_mask, group_all_equal
 from rl.math_reward import compute_rewards, exact_match
 from rl.problem_sampler import pair_keys
@@ -128,11 +127,11 @@ class RolloutCollector:
         prompts, solutions = (t.to(self.info.device) for t in env.encode(a, b))
         pos = env.position_ids(num_prompts, positions_rng)  # None (draws nothing) for today's tasks
         pos = None if pos is None else pos.to(self.info.device)
-        t0 = time.perf_counter()
+        t0 = dist.clock(self.info.device)
         generated, logp, entropy, nonfinite = self.model.generate(
             prompts, env.answer_len, temperature=c.rl_temperature, end_token=env.end_token, pad_token=env.pad_token,
             generator=generator, num_samples=G, with_stats=True, with_nonfinite=True, pos=pos)
-        t1 = time.perf_counter()
+        t1 = dist.clock(self.info.device)
         keys = pair_keys(env, a, b)
         # (clone: an inference-mode tensor may not enter autograd)
         rollout = Rollout(prompts.repeat_interleave(G, dim=0), solutions.repeat_interleave(G, dim=0), generated.clone(),
@@ -145,7 +144,7 @@ class RolloutCollector:
         stats.keys.append(keys)
         stats.successes.append(right.round().to(torch.int64).cpu().numpy())
         stats.rollout_seconds += t1 - t0
-        stats.reward_seconds += time.perf_counter() - t1
+        stats.reward_seconds += dist.clock(self.info.device) - t1
         stats.rounds += 1
         stats.answers += len(rollout)
         stats.nonfinite += int(nonfinite.sum())  # one sync a round, as the successes above already take
