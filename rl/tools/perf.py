@@ -27,10 +27,33 @@ Prints one JSON line per measurement:
 The in-process numbers use the config's model and batch from random weights with the digit_match
 reward (so every answer carries gradient and none is skipped): speed does not depend on what the
 weights know.
+
+The device sweep (same model and reward; rl_batch_size = each of --sizes prompts, rl_ga_steps=1, the
+config's rl_rollout_size answers a prompt), one JSON line a row, one record in --out at the end:
+
+    python -m rl.tools.perf --device cuda [--configs AdderRLConfig] [--sizes 64,512,4096,8192] [--reps 5]
+    python -m rl.tools.perf --device cpu --sizes 2 --reps 2 --out /tmp/perf-sweep.json   # a smoke test
+
+  sweep_sampling          generate alone (with_stats, with_nonfinite, as the rollout calls it): eager and
+                          CUDA-graphed (CUDA only) x fp32 and bf16 autocast; tokens and answers per second
+  sweep_update            the step's update alone on a fixed sampled batch (as `fixed_update`), fp32 and bf16
+  sweep_forward_backward  the bare limit: forward + backward + the fused AdamW step over as many sequences
+                          (B * G rows of max_seq_len - 1 tokens) in a tight loop, fp32 and bf16, with the
+                          model-FLOP rate (3 x `forward_flops` a sequence; the AdamW step not counted)
+  sweep_step              whole trainer.train_step()s (the first a warm-up): precision auto with CUDA graphs
+                          (the defaults) and fp32 eager; median step seconds, answers generated per second, and
+                          the stage shares of the median step (so that they sum to 1)
+
+Every timer starts and stops after torch.cuda.synchronize() on CUDA; a measurement takes at most --reps
+timed calls and stops earlier once they have taken --budget seconds. A row that runs out of device memory
+is recorded with status "oom" (and the sweep goes on).
 """
 
+import argparse
 import copy
+import gc
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -42,8 +65,9 @@ import numpy as np
 import torch
 
 from configs import get_config_class
+from model.gpt import autocast_dtype_for
 from rl.math_trainer import MathRLTrainer
-from rl import run_dir
+from rl import dist, run_dir
 from rl.tools import launch, results
 from rl.tools.report import markdown_table
 
@@ -58,16 +82,31 @@ def emit(**row):
     print(json.dumps(row), flush=True)
 
 
-def seconds_per_call(fn, reps: int = 3, warmup: int = 1) -> float:
-    """Median wall seconds of fn() over `reps` calls, after `warmup` untimed calls."""
+def seconds_per_call(fn, reps: int = 3, warmup: int = 1, *, sync=None, budget_s: float = math.inf) -> float:
+    """Median wall seconds of fn() over `reps` calls, after `warmup` untimed calls. sync (say
+    torch.cuda.synchronize): called before starting and before stopping every timer, so that a timer
+    counts the device work its call queued and none queued before. budget_s: no further call once the
+    timed calls have taken this long together (at least one is timed)."""
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(reps):
+        if sync is not None:
+            sync()
         t0 = time.perf_counter()
         fn()
+        if sync is not None:
+            sync()
         times.append(time.perf_counter() - t0)
+        if sum(times) >= budget_s:
+            break
     return statistics.median(times)
+
+
+def timed(fn, reps: int, warmup: int, *, device: torch.device = None, budget_s: float = math.inf) -> float:
+    """seconds_per_call with the device's synchronisation on CUDA (none on the CPU)."""
+    sync = torch.cuda.synchronize if device is not None and device.type == "cuda" else None
+    return seconds_per_call(fn, reps, warmup, sync=sync, budget_s=budget_s)
 
 
 def matmul_peak_flops(n: int = 4096, reps: int = 5) -> float:
@@ -269,3 +308,220 @@ def table(rec: dict) -> str:
               f"{sps['one_process_one_thread']:.1f} / {sps['one_process_all_threads']:.1f} / "
               f"{sps['processes_one_thread_each']:.1f} ({sps['ratio_processes_over_one']:.2f}x)", ""]]
     return markdown_table(["measurement", f"{up['threads']} threads", "1 thread"], lines)
+
+
+# ---- the device sweep (python -m rl.tools.perf --device cuda) --------------------------------------------------
+
+SWEEP_SIZES = (64, 512, 4096, 8192)  # prompts a step; each gets the config's rl_rollout_size answers
+SWEEP_PRECISIONS = ("fp32", "bf16")
+NO_CUDA = "error: --device cuda but CUDA is not available here; use --device cpu"
+
+
+class Sweep:
+    """One config on one device: how each of its measurements is timed and where its trainers run."""
+
+    def __init__(self, config_name: str, device: torch.device, reps: int = 5, budget_s: float = 30.0):
+        self.config_name, self.device, self.reps, self.budget_s = config_name, device, reps, budget_s
+        self.cuda = device.type == "cuda"
+
+    def timed(self, fn, warmup: int = 2) -> float:
+        return timed(fn, self.reps, warmup, device=self.device, budget_s=self.budget_s)
+
+    def trainer(self, prompts: int, **overrides) -> MathRLTrainer:
+        """build_trainer's trainer (random weights, digit_match) at `prompts` prompts a step, one micro-batch,
+        on this device."""
+        config = get_config_class(self.config_name)(**{**PERF_OVERRIDES, "rl_batch_size": prompts, "rl_ga_steps": 1,
+                                                        "device": self.device.type, **overrides})
+        return MathRLTrainer.build(config.get_args_ready(), dist.DistInfo(device=self.device))
+
+    def runtime(self, model, precision: str, graphs: bool = False):
+        """fp32 (TF32 off on CUDA: 'fp32' means fp32) or bf16 autocast, CUDA-graphed decoding or not."""
+        model.configure_runtime(autocast_dtype=autocast_dtype_for(precision, self.device.type), cuda_graphs=graphs)
+
+    def row(self, metric: str, prompts: int, measure, **labels) -> dict:
+        """Emit the row of one measurement: its labels and what measure() returns, or status 'oom' when the
+        device ran out of memory (the sweep goes on, the memory freed)."""
+        row = dict(metric=metric, config=self.config_name, device=self.device.type, prompts=prompts, **labels)
+        try:
+            row.update(measure(), status="ok")
+        except (torch.cuda.OutOfMemoryError, RuntimeError) as e:
+            # (cuBLAS's failed allocations, and one inside a graph capture, come as RuntimeErrors)
+            if not isinstance(e, torch.cuda.OutOfMemoryError) and not any(
+                    m in str(e) for m in ("out of memory", "ALLOC_FAILED")):
+                raise
+            row.update(status="oom", error=str(e).strip().splitlines()[0])
+        self.free()
+        emit(**row)
+        return row
+
+    def free(self):
+        gc.collect()
+        if self.cuda:
+            torch.cuda.empty_cache()
+
+
+def sweep_sampling(s: Sweep, trainer: MathRLTrainer, precision: str, graphs: bool) -> dict:
+    """generate alone, as the rollout calls it, on B fixed prompts with G answers each."""
+    env, c, model = trainer.env, trainer.config, trainer.model.eval()
+    s.runtime(model, precision, graphs)
+    prompts, _ = env.encode(*env.sample_operands(c.rl_batch_size, np.random.default_rng(0)))
+    prompts = prompts.to(s.device)
+    g = torch.Generator(device=s.device).manual_seed(0)
+    run = lambda: model.generate(prompts, env.answer_len, temperature=c.rl_temperature, end_token=env.end_token,
+                                 pad_token=env.pad_token, generator=g, num_samples=c.rl_rollout_size,
+                                 with_stats=True, with_nonfinite=True)
+    seconds = s.timed(run)  # (the first warm-up call captures the graph)
+    answers = c.rl_batch_size * c.rl_rollout_size
+    return dict(seconds=seconds, answers=answers, tokens_per_second=answers * env.answer_len / seconds,
+                answers_per_second=answers / seconds)
+
+
+def sweep_update(s: Sweep, trainer: MathRLTrainer, precision: str) -> dict:
+    """The step's update alone (forward + backward + optimizer step) on one fixed sampled batch."""
+    s.runtime(trainer.model, precision)
+    batch, update = fixed_update(trainer)
+    seconds = s.timed(update)
+    return dict(seconds=seconds, answers_trained=len(batch), answers_per_second=len(batch) / seconds,
+                model_flops_per_second=update_flops(trainer.config, len(batch)) / seconds)
+
+
+def sweep_forward_backward(s: Sweep, trainer: MathRLTrainer, precision: str) -> dict:
+    """The bare limit: forward + backward + the fused AdamW step over N = B * G random sequences of
+    T = max_seq_len - 1 tokens (next-token cross-entropy), on a copy of the policy."""
+    c = trainer.config
+    N, T = c.rl_batch_size * c.rl_rollout_size, c.max_seq_len - 1
+    model = copy.deepcopy(trainer.model).eval()
+    s.runtime(model, precision)
+    optimizer = model.configure_optimizer(lr=c.learning_rate, weight_decay=c.weight_decay,
+                                          betas=(c.adam_beta1, c.adam_beta2))
+    seq = torch.randint(0, c.vocab_size, (N, T + 1), device=s.device)
+
+    def step():
+        logits = model(seq[:, :-1])
+        torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), seq[:, 1:].flatten()).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    seconds = s.timed(step)
+    return dict(seconds=seconds, sequences=N, tokens_per_sequence=T, sequences_per_second=N / seconds,
+                model_flops_per_second=3 * forward_flops(c, T) * N / seconds,
+                optimizer="AdamW step included" + (" (fused)" if optimizer.defaults.get("fused") else ""))
+
+
+def sweep_steps(s: Sweep, prompts: int, precision: str, graphs: bool) -> dict:
+    """Whole RL steps of a fresh trainer: the first a warm-up, then up to reps (within the budget). The
+    shares are those of the median step (by seconds), so that they sum to 1."""
+    trainer = s.trainer(prompts, precision=precision, cuda_graphs=graphs)
+    trainer.train_step()  # warm-up: graph captures, first-call allocations
+    steps, spent = [], 0.0
+    while len(steps) < max(s.reps, 1) and spent < s.budget_s:
+        steps.append(trainer.train_step())
+        spent += steps[-1]["perf/step_seconds"]
+    median = sorted(steps, key=lambda r: r["perf/step_seconds"])[(len(steps) - 1) // 2]
+    shares = {f"{k}_share": median[f"perf/{k}_share"] for k in ("rollout", "reward", "update", "other")}
+    return dict(steps=len(steps), step_seconds=median["perf/step_seconds"],
+                answers_per_second=statistics.median(r["perf/samples_per_second"] for r in steps),
+                answers_generated=median["train/answers_generated"], **shares)
+
+
+def sweep_size(s: Sweep, prompts: int):
+    """Every row of one batch size."""
+    trainer = s.trainer(prompts)
+    for graphs in (False, True) if s.cuda else (False,):
+        for precision in SWEEP_PRECISIONS:
+            s.row("sweep_sampling", prompts, lambda: sweep_sampling(s, trainer, precision, graphs),
+                  precision=precision, graphs=graphs)
+    for precision in SWEEP_PRECISIONS:
+        s.row("sweep_update", prompts, lambda: sweep_update(s, trainer, precision), precision=precision)
+    for precision in SWEEP_PRECISIONS:
+        s.row("sweep_forward_backward", prompts, lambda: sweep_forward_backward(s, trainer, precision),
+              precision=precision)
+    del trainer
+    s.free()
+    # the defaults (auto: bf16 autocast and TF32 on CUDA, fp32 on the CPU; graphs on CUDA only), then fp32 eager
+    for precision, graphs in (("auto", s.cuda), ("fp32", False)):
+        s.row("sweep_step", prompts, lambda: sweep_steps(s, prompts, precision, graphs),
+              precision=precision, graphs=graphs)
+
+
+def sweep(config_name: str, device: torch.device, sizes, *, reps: int = 5, budget_s: float = 30.0) -> list:
+    """Every row of every size for one config, emitted as they come; returns them."""
+    EMITTED.clear()
+    s = Sweep(config_name, device, reps, budget_s)
+    for prompts in sizes:
+        sweep_size(s, prompts)
+    return list(EMITTED)
+
+
+def sweep_table(rows: list) -> str:
+    """One line a batch size: what the sweep's rows say, 'oom' where the device ran out of memory."""
+    def cell(metric, prompts, key, fmt, **labels):
+        r = next((r for r in rows if r["metric"] == metric and r["prompts"] == prompts
+                  and all(r.get(k) == v for k, v in labels.items())), None)
+        return "-" if r is None else r["status"] if r["status"] != "ok" else fmt.format(r[key])
+
+    def shares(prompts):
+        r = next((r for r in rows if r["metric"] == "sweep_step" and r["prompts"] == prompts
+                  and r["precision"] == "auto"), None)
+        if r is None or r["status"] != "ok":
+            return "-" if r is None else r["status"]
+        return " / ".join(f"{r[k + '_share']:.2f}" for k in ("rollout", "reward", "update", "other"))
+
+    lines = []
+    for prompts in sorted({r["prompts"] for r in rows}):
+        tok = lambda precision, graphs: cell("sweep_sampling", prompts, "tokens_per_second", "{:,.0f}",
+                                             precision=precision, graphs=graphs)
+        sec = lambda metric, precision: cell(metric, prompts, "seconds", "{:.4f}", precision=precision)
+        lines.append([prompts, tok("fp32", False), tok("bf16", True), sec("sweep_update", "fp32"),
+                      sec("sweep_update", "bf16"),
+                      f"{sec('sweep_forward_backward', 'fp32')} / {sec('sweep_forward_backward', 'bf16')}",
+                      cell("sweep_step", prompts, "answers_per_second", "{:,.0f}", precision="auto"),
+                      shares(prompts)])
+    headers = ["prompts", "sampling tok/s eager fp32", "sampling tok/s graphs bf16", "update s fp32",
+               "update s bf16", "bare fwd+bwd+AdamW s fp32 / bf16", "step answers/s (auto)",
+               "step shares rollout / reward / update / other (auto)"]
+    return markdown_table(headers, lines)
+
+
+def parse_sweep_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m rl.tools.perf", description="The device sweep (module docstring).")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--configs", nargs="+", default=["AdderRLConfig"])
+    parser.add_argument("--sizes", default=",".join(map(str, SWEEP_SIZES)),
+                        help="prompts a step, comma-separated (answers: each times the config's rl_rollout_size)")
+    parser.add_argument("--reps", type=int, default=5, help="timed calls (or steps) a measurement, at most")
+    parser.add_argument("--budget", type=float, default=30.0, help="seconds of timed calls a measurement, at most")
+    parser.add_argument("--out", default=None, help="the record's path (default results/gpu/perf-<config>.json)")
+    args = parser.parse_args(argv)
+    try:
+        args.sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    except ValueError:
+        parser.error(f"--sizes takes comma-separated integers, got {args.sizes!r}")
+    if not args.sizes or min(args.sizes) < 1 or args.reps < 1:
+        parser.error("--sizes needs positive sizes and --reps at least 1")
+    if args.out and len(args.configs) > 1:
+        parser.error("--out names one file: give one config, or leave --out out (one file a config)")
+    return args
+
+
+def sweep_main(argv=None) -> int:
+    """The sweep's command line: one record a config, saved with results.save, and its table printed."""
+    args = parse_sweep_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print(NO_CUDA, file=sys.stderr)
+        return 2
+    device = torch.device("cuda", torch.cuda.current_device()) if args.device == "cuda" else torch.device("cpu")
+    for name in args.configs:
+        rows = sweep(name, device, args.sizes, reps=args.reps, budget_s=args.budget)
+        command = " ".join(["python -m rl.tools.perf --device", args.device, "--configs", name, "--sizes",
+                            ",".join(map(str, args.sizes)), "--reps", str(args.reps), "--budget", f"{args.budget:g}"]
+                           + (["--out", args.out] if args.out else []))
+        rec = {"tool": "perf-sweep", "command": command, "device": str(device), **results.machine(), "rows": rows}
+        path = args.out or results.path("gpu", f"perf-{name}")
+        results.save(rec, path)
+        print(f"\n{name} on {device} (saved to {path}):\n{sweep_table(rows)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(sweep_main())

@@ -1,0 +1,58 @@
+"""The device sweep of rl/tools/perf.py (python -m rl.tools.perf --device cuda), run tiny on the CPU: every
+measurement's row, the whole steps' shares, no CUDA-graph row off CUDA, and the one-line refusal of
+--device cuda where there is no CUDA.
+Run: python -m pytest tests/test_perf_sweep.py"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from rl.tools.perf import NO_CUDA, sweep_main
+
+REPO = Path(__file__).resolve().parents[1]
+KINDS = {"sweep_sampling": "seconds", "sweep_update": "seconds", "sweep_forward_backward": "seconds",
+         "sweep_step": "step_seconds"}
+
+
+def test_cpu_sweep_records_every_measurement(tmp_path, capsys):
+    out = tmp_path / "perf-sweep.json"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # two threads on a busy two-core machine wait on each other for seconds
+    try:
+        assert sweep_main(["--device", "cpu", "--sizes", "2", "--reps", "1", "--out", str(out)]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    rec = json.loads(out.read_text())
+    assert rec["tool"] == "perf-sweep" and rec["device"] == "cpu"
+    assert rec["command"].startswith("python -m rl.tools.perf --device cpu")
+    assert "commit" in rec and "torch" in rec  # results.machine()
+    rows = rec["rows"]
+    assert {r["metric"] for r in rows} == set(KINDS)
+    for r in rows:
+        assert r["status"] == "ok" and r["prompts"] == 2 and r["device"] == "cpu"
+        assert math.isfinite(r[KINDS[r["metric"]]]) and r[KINDS[r["metric"]]] > 0, r
+    # both precisions of each kind, and the two whole-step settings (auto, fp32)
+    for kind in ("sweep_sampling", "sweep_update", "sweep_forward_backward"):
+        assert sorted(r["precision"] for r in rows if r["metric"] == kind) == ["bf16", "fp32"]
+    steps = [r for r in rows if r["metric"] == "sweep_step"]
+    assert sorted(r["precision"] for r in steps) == ["auto", "fp32"]
+    for r in steps:
+        shares = [r[f"{k}_share"] for k in ("rollout", "reward", "update", "other")]
+        assert all(0.0 <= x <= 1.0 for x in shares) and abs(sum(shares) - 1.0) < 1e-6, r
+        assert r["answers_per_second"] > 0
+    assert not any(r.get("graphs") for r in rows)  # CUDA graphs are CUDA-only
+    printed = capsys.readouterr().out
+    assert printed.count('"metric": "sweep_') == len(rows) and "| prompts |" in printed
+
+
+def test_cuda_without_cuda_is_one_line_and_exit_2():
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # no CUDA here, whatever the machine has
+    proc = subprocess.run([sys.executable, "-m", "rl.tools.perf", "--device", "cuda"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr == NO_CUDA + "\n"
+    assert NO_CUDA == "error: --device cuda but CUDA is not available here; use --device cpu"
