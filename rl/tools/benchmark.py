@@ -138,6 +138,9 @@ def summarize(out_dir: str, row: dict, wall: float) -> dict:
            "wall_seconds": round(wall + offset, 1), "curve": [(round(t, 1), a) for t, a in curve],
            "evals": results.curve_and_steps(rows)[0], "resolved_config": run_dir.read_config(out_dir), "summary": s}
     row.update({f"seconds_to_{t}": first_reaching(row["curve"], t) for t in TARGETS})
+    # the same on validation, for whatever chooses between settings (rl/tools/gpu.py): test is only reported
+    val_curve = [(r["perf/run_seconds"] + offset, r["val/accuracy"]) for r in rows if "val/accuracy" in r]
+    row.update({f"seconds_to_validation_{t}": first_reaching(val_curve, t) for t in TARGETS})
     return row
 
 
@@ -301,6 +304,8 @@ def main():
                         "running nothing")
     parser.add_argument("--add_fields", action="store_true", help="add the fields the summary has grown to each "
                         "file in results/benchmark/ whose run folder is still there, running nothing")
+    parser.add_argument("--results", default="benchmark", help="the folder of results/ the files go to (gpu: runs "
+                        "on a GPU, kept apart from the CPU's)")
     parser.add_argument("--perf", action="store_true", help="measure the RL step's speed instead (rl/tools/perf.py)")
     parser.add_argument("--compile", action="store_true", help="with --perf: also time torch.compile")
     args = parser.parse_args()
@@ -324,13 +329,14 @@ def measure(args) -> list:
     for name in args.configs:
         for seed in args.seeds:
             for sampler in args.samplers or [None]:
-                path = results.path("benchmark", run_name(name, sampler, seed, args.nproc, args.set))
+                path = results.path(args.results, run_name(name, sampler, seed, args.nproc, args.set))
                 if os.path.exists(path) and not args.rerun:
                     with open(path) as f:
                         row = json.load(f)
                 else:
                     row = run_one(name, seed, args, sampler)
                     row["command"] = " ".join(["python -m rl.tools.benchmark --configs", name, "--seeds", str(seed),
+                                               *(["--results", args.results] if args.results != "benchmark" else []),
                                                *(["--samplers", sampler] if sampler else []),
                                                *(["--nproc", str(args.nproc)] if args.nproc > 1 else []),
                                                *(["--set", *args.set] if args.set else [])])

@@ -15,6 +15,7 @@ commit is recorded, not part of the key, so results survive commits that do not 
 import json
 import os
 import platform
+import shutil
 import subprocess
 
 import torch
@@ -38,7 +39,18 @@ def machine() -> dict:
                             text=True).stdout.strip()
     threads = int(os.environ.get("OMP_NUM_THREADS", 0)) or torch.get_num_threads()
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": memory, "threads": threads, "torch": torch.__version__,
-            "commit": commit}
+            "commit": commit, **gpu()}
+
+
+def gpu() -> dict:
+    """The GPU a result was measured on (name, driver, CUDA, memory); {} without CUDA."""
+    if not torch.cuda.is_available():
+        return {}
+    props = torch.cuda.get_device_properties(0)
+    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                            capture_output=True, text=True).stdout.strip().splitlines() if shutil.which("nvidia-smi") else []
+    return {"gpu": props.name, "gpu_memory_gib": round(props.total_memory / 2 ** 30, 1),
+            "driver": driver[0] if driver else None, "cuda": torch.version.cuda}
 
 
 def curve_and_steps(rows: list) -> tuple:

@@ -1,0 +1,104 @@
+"""The presets on one GPU: each preset's GPU settings chosen on validation (one seed), then confirmed on three.
+
+    python -m rl.tools.gpu                               # every preset below: choose on seed 0, confirm on 1337 0 1
+    python -m rl.tools.gpu --configs AdderRLConfig --choose_seed 0 --seeds 1337 0 1
+    python -m rl.tools.gpu --table                       # the tables of the files in results/gpu/, running nothing
+
+Every run is the benchmark's (rl/tools/benchmark.py: the README's command in a fresh folder, timed on the
+run's own clock with the warm start included) and its file is written to results/gpu/ as soon as it finishes,
+naming the GPU, its driver and torch; a run whose file exists is read back, not run again.
+
+The choice looks at validation only: of a preset's CANDIDATES (each a list of --set overrides), the one whose
+validation accuracy first reaches the preset's target soonest on the run's clock; a candidate that never
+reaches it ranks after every one that does, by its final validation accuracy. The chosen settings are then run
+on every seed, and the test split (reported) is read only there.
+"""
+
+import argparse
+import json
+import os
+import statistics
+from types import SimpleNamespace
+
+from rl.tools import benchmark, launch, results
+from rl.tools.report import markdown_table, median_range
+
+# preset -> (the validation accuracy its choice aims at, the candidates: --set overrides on the preset)
+GPU_COMMON = ["rl_ga_steps=1"]  # one micro-batch: a GPU holds the whole step
+CANDIDATES = {
+    "AdderRLConfig": (0.99, [
+        [*GPU_COMMON, "eval_interval=2", "rl_train_steps=600", "rl_target_accuracy=0.995"],
+        [*GPU_COMMON, "eval_interval=2", "rl_train_steps=600", "rl_target_accuracy=0.995", "rl_batch_size=256",
+         "learning_rate=6e-4"],
+    ]),
+    "MultiplierRLConfig": (0.99, [
+        [*GPU_COMMON, "eval_interval=5", "rl_train_steps=600", "rl_target_accuracy=0.995"],
+        [*GPU_COMMON, "eval_interval=5", "rl_train_steps=600", "rl_target_accuracy=0.995", "rl_batch_size=256",
+         "learning_rate=2e-4"],
+    ]),
+    "Multiplier3RLConfig": (0.98, [
+        [*GPU_COMMON, "eval_interval=5", "rl_train_steps=600", "rl_target_accuracy=0.99"],
+        [*GPU_COMMON, "eval_interval=5", "rl_train_steps=600", "rl_target_accuracy=0.99", "rl_batch_size=256",
+         "learning_rate=2e-4"],
+    ]),
+}
+
+
+def run(config_name: str, seed: int, overrides: list, out_dir: str) -> dict:
+    """One benchmark run (read back from results/gpu/ when its file exists)."""
+    args = SimpleNamespace(configs=[config_name], seeds=[seed], out_dir=out_dir, set=list(overrides), nproc=1,
+                           samplers=None, rerun=False, what_rl_adds=False, results="gpu")
+    return benchmark.measure(args)[0]
+
+
+def rank(row: dict, target: float) -> tuple:
+    """Sooner to the target on validation first; then a higher final validation accuracy."""
+    seconds = row.get(f"seconds_to_validation_{target}")
+    return (seconds is None, seconds or 0.0, -(row["final_validation"] or 0.0))
+
+
+def choose(config_name: str, seed: int, out_dir: str) -> list:
+    target, candidates = CANDIDATES[config_name]
+    rows = [run(config_name, seed, overrides, out_dir) for overrides in candidates]
+    best = min(range(len(rows)), key=lambda i: rank(rows[i], target))
+    print(json.dumps({"config": config_name, "chosen": candidates[best], "on": f"validation, seed {seed}",
+                      "seconds_to_validation": [r.get(f"seconds_to_validation_{target}") for r in rows],
+                      "final_validation": [r["final_validation"] for r in rows]}), flush=True)
+    return candidates[best]
+
+
+def table(rows: list) -> str:
+    """Median (min-max) over seeds of each preset x settings run on a GPU."""
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["config"], tuple(r.get("set", []))), []).append(r)
+    lines = []
+    for (config, overrides), rs in sorted(groups.items()):
+        target = CANDIDATES.get(config, (0.99,))[0]
+        lines.append([config, " ".join(overrides) or "(preset)", str(len(rs)),
+                      median_range([r["final_accuracy"] for r in rs]),
+                      median_range([r.get(f"seconds_to_{target}") for r in rs], "{:.1f}") + f" (>= {target})",
+                      median_range([r["wall_seconds"] for r in rs], "{:.1f}"),
+                      median_range([r["warm_start_seconds"] for r in rs], "{:.1f}"), rs[0].get("gpu", "-")])
+    return markdown_table(["preset", "--set", "seeds", "final test", "first test >= target, s", "run, s",
+                           "warm start, s", "GPU"], lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--configs", nargs="+", default=list(CANDIDATES))
+    parser.add_argument("--choose_seed", type=int, default=0)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1337, 0, 1])
+    parser.add_argument("--out_dir", default=os.path.join(launch.REPO, "out", "gpu"))
+    parser.add_argument("--table", action="store_true", help="print the tables of results/gpu/, running nothing")
+    args = parser.parse_args()
+    if not args.table:
+        for name in args.configs:
+            chosen = choose(name, args.choose_seed, args.out_dir)
+            for seed in args.seeds:
+                run(name, seed, chosen, args.out_dir)
+    print(table([r for r in results.load("gpu") if "config" in r and "seed" in r]))
+
+
+if __name__ == "__main__":
+    main()

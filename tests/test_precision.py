@@ -1,0 +1,170 @@
+"""How the model runs on a device (issue 33): the sampling draw without host syncs, precision, CUDA-graph
+decoding, the stage clocks and RL's early stop on a validation target. The CUDA tests skip without CUDA.
+Run: python -m pytest tests/test_precision.py"""
+
+import json
+import math
+
+import pytest
+import torch
+
+from helpers import TINY_ARGS, make_trainer, run
+from model.gpt import GPT, GPTConfig, autocast_dtype_for, draw, repeat_rows
+from rl.algorithms import answer_mask, policy_logprobs
+from rl import rl_ddp
+from rl.dist import DistInfo
+from rl.run_dir import read_metrics
+from rl.tools.results import gpu
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+# ---- the CPU path: the same tokens as before, without the host syncs ---------------------------
+@pytest.mark.parametrize("top_k", [None, 3])
+def test_draw_gives_torch_multinomials_tokens_from_the_same_generator_state(top_k):
+    # draw writes out torch.multinomial's path for one draw; both read the same stream
+    logits = torch.randn(257, 14) * 3
+    ours, _ = draw(logits, top_k, torch.Generator().manual_seed(5))
+    masked = logits if top_k is None else logits.masked_fill(logits < torch.topk(logits, top_k).values[:, [-1]],
+                                                             float("-inf"))
+    theirs = torch.multinomial(masked.softmax(-1), 1, generator=torch.Generator().manual_seed(5)).squeeze(1)
+    assert torch.equal(ours, theirs) and ours.unique().numel() > 3  # (and really random: several tokens drawn)
+
+
+def test_repeat_rows_is_repeat_interleave():
+    t = torch.arange(2 * 3 * 4).view(2, 3, 4)
+    for dim in range(3):
+        assert torch.equal(repeat_rows(t, 3, dim), t.repeat_interleave(3, dim=dim))
+    assert repeat_rows(t, 1) is t
+
+
+def test_precision_names():
+    assert autocast_dtype_for("auto", "cpu") is None and autocast_dtype_for("fp32", "cpu") is None
+    assert autocast_dtype_for("bf16", "cpu") is torch.bfloat16 and autocast_dtype_for("auto", "cuda") is torch.bfloat16
+    with pytest.raises(ValueError, match="^unknown precision 'fp16'; known: auto, fp32, bf16$"):
+        autocast_dtype_for("fp16", "cpu")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--precision=fp16"], "error: unknown precision 'fp16'; known: auto, fp32, bf16"),
+    (["--rl_target_accuracy=1.5"], "error: rl_target_accuracy must be in [0, 1], got 1.5"),
+    (["--rl_target_evals=3"], "error: rl_target_evals=3 has no effect here: it needs rl_target_accuracy > 0; "
+                              "set that, or leave rl_target_evals unset"),
+])
+def test_bad_settings_are_one_line(tmp_path, args, message):
+    proc = run(["--config_name", "AdderRLConfig", "--debug", "--no_wandb", f"--out_dir={tmp_path}", *args], check=False)
+    assert proc.returncode == 2 and proc.stderr.strip() == message
+
+
+def on_policy_ratio(trainer) -> float:
+    """train/ratio_mean of one PPO step whose learning rate is too small to move the policy: every
+    minibatch is then on-policy, and its ratio is the learner's log-probs against the sampler's."""
+    return trainer.train_step()["train/ratio_mean"]
+
+
+def test_bf16_autocast_on_the_cpu_keeps_the_on_policy_ratio_at_one():
+    trainer = make_trainer(rl_algorithm="ppo", learning_rate=1e-30, precision="bf16", rl_batch_size=16)
+    assert trainer.model.autocast_dtype is torch.bfloat16
+    assert abs(on_policy_ratio(trainer) - 1) < 1e-3
+
+
+def test_stage_shares_add_up_to_one():
+    trainer = make_trainer()
+    for _ in range(2):
+        m = trainer.train_step()
+        shares = [m[f"perf/{k}_share"] for k in ("rollout", "reward", "update", "other")]
+        assert all(0 <= s <= 1 for s in shares) and math.isclose(sum(shares), 1.0, abs_tol=1e-9)
+        assert shares[0] > 0 and shares[2] > 0  # sampling and the update take real time
+
+
+def test_no_gpu_fields_without_cuda():
+    assert gpu() == {} if not torch.cuda.is_available() else gpu()["gpu"]
+
+
+# ---- RL stops once validation holds its target ------------------------------------------------
+def test_rl_stops_when_validation_holds_the_target_and_a_resume_stays_stopped(tmp_path, monkeypatch, capsys):
+    # validation scripted by step (the real evaluation runs; its validation number is replaced): the rule alone decides
+    scripted = {1: 0.3, 2: 0.6, 3: 0.4, 4: 0.7, 5: 0.8, 6: 0.9, 7: 0.9}
+    real = rl_ddp.evaluate_and_report
+
+    def evaluate_and_report(trainer, metrics_, prefix):
+        result = real(trainer, metrics_, prefix)
+        metrics_["val/accuracy"] = scripted.get(trainer.step, 0.0)
+        return result
+    monkeypatch.setattr(rl_ddp, "evaluate_and_report", evaluate_and_report)
+    args = ["--config_name", "AdderRLConfig", "--no_wandb", f"--out_dir={tmp_path}", *TINY_ARGS, "--rl_train_steps=40",
+            "--eval_interval=1", "--save_interval=100", "--rl_target_accuracy=0.5", "--rl_target_evals=2"]
+    assert rl_ddp.main(args) == 0
+    # 0.6 then 0.4 starts the count over; 0.7, 0.8 hold it: RL stops after step 5, its snapshot and summary written
+    assert "RL stops at step 5/40: validation accuracy has held rl_target_accuracy=0.5 at 2 evaluation(s) in a row" \
+        in capsys.readouterr().out
+    assert [r["step"] for r in read_metrics(str(tmp_path))] == [0, 1, 2, 3, 4, 5]
+    assert json.loads((tmp_path / "summary.json").read_text())["rl_steps_run"] == 5
+    assert rl_ddp.main(args) == 0  # the same command again: the run is finished, not continued
+    assert "Resumed from" in capsys.readouterr().out and len(read_metrics(str(tmp_path))) == 6
+
+
+# ---- CUDA: graphs and autocast ----------------------------------------------------------------
+def cuda_model(**runtime):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=14, n_position=16, n_layer=2, n_head=4, n_embed=64)).cuda().eval()
+    model.configure_runtime(**runtime)
+    return model
+
+
+@cuda
+@pytest.mark.parametrize("autocast_dtype", [None, torch.bfloat16])
+def test_graph_decoding_gives_the_eager_tokens_from_the_same_generator_state(autocast_dtype):
+    prompts = torch.randint(0, 12, (64, 8), device="cuda")
+    runs = {}
+    for graphs in (False, True):
+        model = cuda_model(autocast_dtype=autocast_dtype, cuda_graphs=graphs)
+        gen = torch.Generator("cuda").manual_seed(3)
+        runs[graphs] = [model.generate(prompts, 6, num_samples=4, generator=gen, end_token=12, pad_token=13,
+                                       with_stats=True) for _ in range(3)]  # the 2nd and 3rd replay the graph
+        runs[graphs].append(gen.get_state())  # the stream moved on by as much
+        assert len(model._graphs) == (1 if graphs else 0)
+    for eager, graphed in zip(runs[False][:3], runs[True][:3]):
+        assert all(torch.equal(a, b) for a, b in zip(eager, graphed))
+    assert torch.equal(runs[False][3], runs[True][3])
+    assert not torch.equal(runs[True][0][0], runs[True][1][0])  # each call draws afresh
+
+
+@cuda
+def test_graph_greedy_decoding_of_a_batch_padded_to_a_power_of_two():
+    prompts = torch.randint(0, 12, (300, 8), device="cuda")  # padded to 512 inside
+    eager = cuda_model().generate(prompts, 6, greedy=True, end_token=12, pad_token=13)
+    graphed = cuda_model(cuda_graphs=True).generate(prompts, 6, greedy=True, end_token=12, pad_token=13)
+    assert graphed.shape == (300, 6) and torch.equal(eager, graphed)
+
+
+@cuda
+def test_graph_reads_the_weights_as_they_are_now():
+    model = cuda_model(cuda_graphs=True)
+    prompts = torch.randint(0, 12, (8, 8), device="cuda")
+    before = model.generate(prompts, 6, greedy=True)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(-1)  # in place, as the optimizer updates: the graph must see it
+    after = model.generate(prompts, 6, greedy=True)
+    model.configure_runtime()
+    assert torch.equal(after, model.generate(prompts, 6, greedy=True)) and not torch.equal(before, after)
+
+
+@cuda
+def test_bf16_log_probs_are_close_to_fp32s():
+    model = cuda_model()
+    seq = torch.randint(0, 12, (256, 14), device="cuda")
+    fp32 = policy_logprobs(model, seq, seq[:, 8:], 8, 1.0)
+    model.configure_runtime(autocast_dtype=torch.bfloat16)
+    bf16 = policy_logprobs(model, seq, seq[:, 8:], 8, 1.0)
+    # bf16 keeps 8 bits of mantissa: logits of a small random model agree to about 1e-2
+    assert (bf16 - fp32).abs().max() < 0.05 and (bf16 - fp32).abs().mean() < 0.01
+
+
+@cuda
+@pytest.mark.parametrize("graphs", [False, True])
+def test_on_policy_ratio_is_one_under_bf16_on_cuda(graphs):
+    info = DistInfo(device=torch.device("cuda", 0))
+    trainer = make_trainer(rl_algorithm="ppo", learning_rate=1e-30, precision="bf16", cuda_graphs=graphs,
+                           device="cuda", info=info)
+    assert abs(on_policy_ratio(trainer) - 1) < 1e-3
