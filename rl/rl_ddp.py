@@ -119,6 +119,7 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume: R
     # ---- model and trainer, then where RL starts: the snapshot to continue, or the warm start (or its cache)
     t_start = time.time()
     trainer = MathRLTrainer.build(config, info)
+    t_built = time.time()  # (on a GPU this includes the device's start-up)
     print0(str(config))
     runs = ("bf16 autocast" if trainer.model.autocast_dtype else "fp32") + (
         ", CUDA graphs" if config.cuda_graphs and info.device.type == "cuda" else "")
@@ -133,10 +134,8 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume: R
         return 0
     logger = make_logger(config, info.is_main, not cli.no_wandb, snap.get("wandb_run_id") if snap else None)
     save, log = writers(trainer, resume, logger)
-    start, start_metrics = None, {}  # start stays None on a resumed run: no start accuracy in its summary
-    if trainer.step == 0:  # a resumed run logged its step 0 already
-        start = evaluate_and_report(trainer, start_metrics, "RL starts from ")
-        log({**start_metrics, "perf/run_seconds": time.time() - t_start}, 0)
+    # a resumed run logged its step 0 already, and has no start accuracy in its summary
+    start = evaluate_start(trainer, log, t_start, t_built, init_info) if trainer.step == 0 else None
 
     # ---- the RL loop: a step, its metrics, an evaluation every eval_interval steps and a snapshot
     # every save_interval; a stop signal on any rank ends every rank after the same step, saved
@@ -175,6 +174,20 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume: R
     write_summary(trainer, result, start, {**totals, "t_start": t_start}, init_info)
     logger.finish()
     return 0
+
+
+def evaluate_start(trainer: MathRLTrainer, log, t_start: float, t_built: float, init_info: dict):
+    """The evaluation RL starts from, logged as step 0 with where the run's clock went until then."""
+    t0, metrics = time.time(), {}
+    start = evaluate_and_report(trainer, metrics, "RL starts from ")
+    now = time.time()
+    warm = 0.0 if init_info.get("warm_start_cached") else init_info.get("warm_start_seconds", 0.0)  # (a copy: none)
+    spent = {"perf/build_seconds": t_built - t_start, "perf/warm_start_seconds": warm,
+             "perf/start_eval_seconds": now - t0, "perf/run_seconds": now - t_start}
+    print0(f"RL starts {now - t_start:.1f} s into the run: model {t_built - t_start:.1f} s, warm start {warm:.1f} s, "
+           f"this evaluation {now - t0:.1f} s")
+    log({**metrics, **spent}, 0)
+    return start
 
 
 def target_line(config: BaseRLConfig) -> str:

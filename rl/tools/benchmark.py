@@ -329,14 +329,15 @@ def measure(args) -> list:
     for name in args.configs:
         for seed in args.seeds:
             for sampler in args.samplers or [None]:
-                path = results.path(args.results, run_name(name, sampler, seed, args.nproc, args.set))
+                folder = getattr(args, "results", "benchmark")
+                path = results.path(folder, run_name(name, sampler, seed, args.nproc, args.set))
                 if os.path.exists(path) and not args.rerun:
                     with open(path) as f:
                         row = json.load(f)
                 else:
                     row = run_one(name, seed, args, sampler)
                     row["command"] = " ".join(["python -m rl.tools.benchmark --configs", name, "--seeds", str(seed),
-                                               *(["--results", args.results] if args.results != "benchmark" else []),
+                                               *(["--results", folder] if folder != "benchmark" else []),
                                                *(["--samplers", sampler] if sampler else []),
                                                *(["--nproc", str(args.nproc)] if args.nproc > 1 else []),
                                                *(["--set", *args.set] if args.set else [])])

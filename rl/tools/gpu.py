@@ -23,23 +23,27 @@ from types import SimpleNamespace
 from rl.tools import benchmark, launch, results
 from rl.tools.report import markdown_table, median_range
 
-# preset -> (the validation accuracy its choice aims at, the candidates: --set overrides on the preset)
-GPU_COMMON = ["rl_ga_steps=1"]  # one micro-batch: a GPU holds the whole step
+# preset -> (the validation accuracy its choice aims at, the candidates: --set overrides on the preset). Every
+# candidate evaluates often (a graph-replayed evaluation costs milliseconds), in one batch a split, trains in one
+# micro-batch, and stops once validation holds a target a little above the aim, rl_train_steps its upper bound.
+ADDER = ["rl_ga_steps=1", "eval_interval=2", "eval_batch_size=1000", "rl_train_steps=600", "rl_target_accuracy=0.995"]
+MULTIPLIER = ["rl_ga_steps=1", "eval_interval=5", "eval_batch_size=2000", "rl_train_steps=400",
+              "rl_target_accuracy=0.995"]
+MULTIPLIER3 = ["rl_ga_steps=1", "eval_interval=5", "eval_batch_size=1000", "rl_train_steps=400",
+               "rl_target_accuracy=0.99"]
 CANDIDATES = {
     "AdderRLConfig": (0.99, [
-        [*GPU_COMMON, "eval_interval=2", "rl_train_steps=600", "rl_target_accuracy=0.995"],
-        [*GPU_COMMON, "eval_interval=2", "rl_train_steps=600", "rl_target_accuracy=0.995", "rl_batch_size=256",
-         "learning_rate=6e-4"],
+        ADDER,
+        [*ADDER, "rl_batch_size=256", "learning_rate=6e-4"],
+        [*ADDER, "rl_batch_size=256", "learning_rate=6e-4", "sft_batch_size=512", "sft_learning_rate=2e-3"],
     ]),
     "MultiplierRLConfig": (0.99, [
-        [*GPU_COMMON, "eval_interval=5", "rl_train_steps=600", "rl_target_accuracy=0.995"],
-        [*GPU_COMMON, "eval_interval=5", "rl_train_steps=600", "rl_target_accuracy=0.995", "rl_batch_size=256",
-         "learning_rate=2e-4"],
+        MULTIPLIER,
+        [*MULTIPLIER, "rl_batch_size=256", "learning_rate=2e-4"],
     ]),
     "Multiplier3RLConfig": (0.98, [
-        [*GPU_COMMON, "eval_interval=5", "rl_train_steps=600", "rl_target_accuracy=0.99"],
-        [*GPU_COMMON, "eval_interval=5", "rl_train_steps=600", "rl_target_accuracy=0.99", "rl_batch_size=256",
-         "learning_rate=2e-4"],
+        MULTIPLIER3,
+        [*MULTIPLIER3, "rl_batch_size=256", "learning_rate=2e-4"],
     ]),
 }
 

@@ -346,10 +346,10 @@ class Sweep:
             row.update(measure(), status="ok")
         except (torch.cuda.OutOfMemoryError, RuntimeError) as e:
             # (cuBLAS's failed allocations, and one inside a graph capture, come as RuntimeErrors)
-            if not isinstance(e, torch.cuda.OutOfMemoryError) and not any(
-                    m in str(e) for m in ("out of memory", "ALLOC_FAILED")):
-                raise
-            row.update(status="oom", error=str(e).strip().splitlines()[0])
+            oom = isinstance(e, torch.cuda.OutOfMemoryError) or any(m in str(e) for m in ("out of memory",
+                                                                                            "ALLOC_FAILED"))
+            # any other failure of one row is recorded too: one kernel's failure at one size must not lose the rest
+            row.update(status="oom" if oom else "error", error=str(e).strip().splitlines()[0])
         self.free()
         emit(**row)
         return row
