@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from helpers import TINY_ARGS, make_trainer, run
-from model.gpt import GPT, GPTConfig, autocast_dtype_for, draw, repeat_rows
+from model.gpt import GPT, GPTConfig, attention, autocast_dtype_for, draw, repeat_rows
+from torch.nn import functional as F
 from rl.algorithms import answer_mask, policy_logprobs
 from rl import rl_ddp
 from rl.dist import DistInfo
@@ -105,9 +106,10 @@ def test_rl_stops_when_validation_holds_the_target_and_a_resume_stays_stopped(tm
 
 
 # ---- CUDA: graphs and autocast ----------------------------------------------------------------
-def cuda_model(**runtime):
+def cuda_model(tie_weights=True, **runtime):
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=14, n_position=16, n_layer=2, n_head=4, n_embed=64)).cuda().eval()
+    config = GPTConfig(vocab_size=14, n_position=16, n_layer=2, n_head=4, n_embed=64, tie_weights=tie_weights)
+    model = GPT(config).cuda().eval()
     model.configure_runtime(**runtime)
     return model
 
@@ -140,14 +142,22 @@ def test_graph_greedy_decoding_of_a_batch_padded_to_a_power_of_two():
 
 @cuda
 def test_graph_reads_the_weights_as_they_are_now():
-    model = cuda_model(cuda_graphs=True)
+    # untied: a small random GPT with tied weights greedily repeats its last token, whatever the embedding
+    model = cuda_model(tie_weights=False, cuda_graphs=True)
     prompts = torch.randint(0, 12, (8, 8), device="cuda")
     before = model.generate(prompts, 6, greedy=True)
     with torch.no_grad():  # in place, as the optimizer updates: the graph must see it
-        model.wte.weight.copy_(torch.randn_like(model.wte.weight))  # (-1 * it would give the same tokens)
+        model.lm_head.weight.copy_(torch.randn_like(model.lm_head.weight))
     after = model.generate(prompts, 6, greedy=True)
     model.configure_runtime()
     assert torch.equal(after, model.generate(prompts, 6, greedy=True)) and not torch.equal(before, after)
+
+
+@cuda
+def test_attention_of_more_rows_than_one_cuda_call_takes():
+    q, k, v = (torch.randn(40000, 2, 3, 8, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    whole = attention(q, k, v, is_causal=True)  # two calls of at most MAX_ATTENTION_BATCH rows
+    assert torch.equal(whole[:100], F.scaled_dot_product_attention(q[:100], k[:100], v[:100], is_causal=True))
 
 
 @cuda
