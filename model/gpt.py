@@ -114,13 +114,28 @@ class KVCache:
 MAX_ATTENTION_BATCH = 32768  # rows of one CUDA attention call (flash attention's grid holds the batch in one dimension)
 
 
-def attention(q, k, v, *, is_causal: bool, dropout_p: float = 0.0):
-    """F.scaled_dot_product_attention on (B, n_head, T, head_dim), in pieces of MAX_ATTENTION_BATCH rows on CUDA:
-    at 65,536 rows (8,192 prompts x 8 answers) a bf16 call failed with "CUDA error: invalid argument" on an H200."""
+def attention(q, k, v, *, is_causal: bool, dropout_p: float = 0.0, matmul: bool = False):
+    """Attention over (B, n_head, T, head_dim): F.scaled_dot_product_attention (in pieces of MAX_ATTENTION_BATCH
+    rows on CUDA: at 65,536 rows a bf16 call failed with "CUDA error: invalid argument" on an H200), or with
+    `matmul` (and no dropout) `matmul_attention`."""
+    if matmul and dropout_p == 0.0:
+        return matmul_attention(q, k, v, is_causal=is_causal)
     sdpa = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, dropout_p=dropout_p)
     if not q.is_cuda or len(q) <= MAX_ATTENTION_BATCH:
         return sdpa(q, k, v)
     return torch.cat([sdpa(*parts) for parts in zip(*(t.split(MAX_ATTENTION_BATCH) for t in (q, k, v)))])
+
+
+def matmul_attention(q, k, v, *, is_causal: bool):
+    """softmax(q k^T / sqrt(head_dim), causal mask aligned top-left as SDPA's) v in plain matmuls. The answers here
+    are a dozen tokens: flash attention tiles T in blocks of 64-128 and launches one block per (row, head), and a
+    kernel profile at 4,096 x 8 answers (H200, bf16) put it at 85% of sampling's GPU time and 65% of the update's.
+    Not yet measured on a GPU itself: GPT.configure_runtime(matmul_attention=True) turns it on."""
+    att = (q @ k.transpose(-2, -1)) * q.size(-1) ** -0.5  # (B, n_head, Tq, Tk)
+    if is_causal:
+        keep = torch.ones(att.shape[-2:], dtype=torch.bool, device=q.device).tril()
+        att = att.masked_fill(~keep, float("-inf"))
+    return att.softmax(dim=-1).to(v.dtype) @ v
 
 
 class CausalSelfAttention(nn.Module):
@@ -131,6 +146,7 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(config.n_embed, config.n_embed, bias=config.bias)
         self.dropout = config.dropout
         self.resid_dropout = nn.Dropout(config.dropout)
+        self.matmul_attention = False  # set by GPT.configure_runtime
 
     def forward(self, x, cache: KVCache = None, layer: int = 0):
         B, T, C = x.shape
@@ -138,7 +154,7 @@ class CausalSelfAttention(nn.Module):
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
         dropout_p = self.dropout if self.training else 0.0
         if cache is None:
-            y = attention(q, k, v, is_causal=True, dropout_p=dropout_p)
+            y = attention(q, k, v, is_causal=True, dropout_p=dropout_p, matmul=self.matmul_attention)
         else:
             start, end = cache.pos, cache.pos + T
             cache.k[layer, :, :, start:end] = k
@@ -147,7 +163,7 @@ class CausalSelfAttention(nn.Module):
             # A prefill from an empty cache is an ordinary causal pass; a later single token may
             # attend to everything already cached, so it needs no mask at all.
             assert start == 0 or T == 1, "the cache takes a prompt, then one token at a time"
-            y = attention(q, k, v, is_causal=(start == 0 and T > 1))
+            y = attention(q, k, v, is_causal=(start == 0 and T > 1), matmul=self.matmul_attention)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
@@ -196,10 +212,13 @@ class GPT(nn.Module):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
         self.configure_runtime()
 
-    def configure_runtime(self, *, autocast_dtype=None, cuda_graphs: bool = False):
+    def configure_runtime(self, *, autocast_dtype=None, cuda_graphs: bool = False, matmul_attention: bool = False):
         """How this model runs (module docstring): autocast_dtype None (fp32) or torch.bfloat16;
-        cuda_graphs: replay generate's decode as CUDA graphs on CUDA. Forgets any captured graph."""
-        self.autocast_dtype, self.cuda_graphs = autocast_dtype, cuda_graphs
+        cuda_graphs: replay generate's decode as CUDA graphs on CUDA; matmul_attention: attention in plain
+        matmuls (`matmul_attention`) instead of F.scaled_dot_product_attention. Forgets any captured graph."""
+        self.autocast_dtype, self.cuda_graphs, self.matmul_attention = autocast_dtype, cuda_graphs, matmul_attention
+        for block in self.blocks:
+            block.attn.matmul_attention = matmul_attention
         self._graphs = {}  # generate's captured decodes, by everything that shapes them
 
     def __getstate__(self):  # a copy (the frozen reference) or a pickle carries no captured graph
@@ -472,7 +491,8 @@ class Critic(nn.Module):
     @classmethod
     def from_policy(cls, policy: GPT) -> "Critic":
         critic = cls(policy.config).to(policy.wte.weight.device)
-        critic.trunk.configure_runtime(autocast_dtype=policy.autocast_dtype)  # computes as the policy does
+        critic.trunk.configure_runtime(autocast_dtype=policy.autocast_dtype,  # computes as the policy does
+                                       matmul_attention=policy.matmul_attention)
         critic.trunk.load_state_dict({k: v for k, v in policy.state_dict().items() if not k.startswith("lm_head.")})
         return critic
 

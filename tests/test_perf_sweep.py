@@ -38,7 +38,11 @@ def test_cpu_sweep_records_every_measurement(tmp_path, capsys):
         assert math.isfinite(r[KINDS[r["metric"]]]) and r[KINDS[r["metric"]]] > 0, r
     # both precisions of each kind, and the two whole-step settings (auto, fp32)
     for kind in ("sweep_sampling", "sweep_update", "sweep_forward_backward"):
-        assert sorted(r["precision"] for r in rows if r["metric"] == kind) == ["bf16", "fp32"]
+        assert sorted(r["precision"] for r in rows if r["metric"] == kind and not r.get("matmul_attention")) == \
+            ["bf16", "fp32"]
+    # and sampling and the update with attention in plain matmuls (bf16)
+    matmul = [(r["metric"], r["precision"]) for r in rows if r.get("matmul_attention")]
+    assert sorted(matmul) == [("sweep_sampling", "bf16"), ("sweep_update", "bf16")]
     steps = [r for r in rows if r["metric"] == "sweep_step"]
     assert sorted(r["precision"] for r in steps) == ["auto", "fp32"]
     for r in steps:

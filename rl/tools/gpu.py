@@ -21,7 +21,7 @@ import statistics
 from types import SimpleNamespace
 
 from rl.tools import benchmark, launch, results
-from rl.tools.report import markdown_table, median_range
+from rl.tools.report import first_reaching, markdown_table, median_range
 
 # preset -> (the validation accuracy its choice aims at, the candidates: --set overrides on the preset). Every
 # candidate evaluates often (a graph-replayed evaluation costs milliseconds), in one batch a split, trains in one
@@ -81,7 +81,7 @@ def table(rows: list) -> str:
         target = CANDIDATES.get(config, (0.99,))[0]
         lines.append([config, " ".join(overrides) or "(preset)", str(len(rs)),
                       median_range([r["final_accuracy"] for r in rs]),
-                      median_range([r.get(f"seconds_to_{target}") for r in rs], "{:.1f}") + f" (>= {target})",
+                      median_range([first_reaching(r["curve"], target) for r in rs], "{:.1f}") + f" (>= {target})",
                       median_range([r["wall_seconds"] for r in rs], "{:.1f}"),
                       median_range([r["warm_start_seconds"] for r in rs], "{:.1f}"), rs[0].get("gpu", "-")])
     return markdown_table(["preset", "--set", "seeds", "final test", "first test >= target, s", "run, s",

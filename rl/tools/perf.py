@@ -334,9 +334,11 @@ class Sweep:
                                                         "device": self.device.type, **overrides})
         return MathRLTrainer.build(config.get_args_ready(), dist.DistInfo(device=self.device))
 
-    def runtime(self, model, precision: str, graphs: bool = False):
-        """fp32 (TF32 off on CUDA: 'fp32' means fp32) or bf16 autocast, CUDA-graphed decoding or not."""
-        model.configure_runtime(autocast_dtype=autocast_dtype_for(precision, self.device.type), cuda_graphs=graphs)
+    def runtime(self, model, precision: str, graphs: bool = False, matmul: bool = False):
+        """fp32 (TF32 off on CUDA: 'fp32' means fp32) or bf16 autocast, CUDA-graphed decoding or not, attention
+        in plain matmuls or not (model/gpt.py matmul_attention)."""
+        model.configure_runtime(autocast_dtype=autocast_dtype_for(precision, self.device.type), cuda_graphs=graphs,
+                                matmul_attention=matmul)
 
     def row(self, metric: str, prompts: int, measure, **labels) -> dict:
         """Emit the row of one measurement: its labels and what measure() returns, or status 'oom' when the
@@ -360,10 +362,10 @@ class Sweep:
             torch.cuda.empty_cache()
 
 
-def sweep_sampling(s: Sweep, trainer: MathRLTrainer, precision: str, graphs: bool) -> dict:
+def sweep_sampling(s: Sweep, trainer: MathRLTrainer, precision: str, graphs: bool, matmul: bool = False) -> dict:
     """generate alone, as the rollout calls it, on B fixed prompts with G answers each."""
     env, c, model = trainer.env, trainer.config, trainer.model.eval()
-    s.runtime(model, precision, graphs)
+    s.runtime(model, precision, graphs, matmul)
     prompts, _ = env.encode(*env.sample_operands(c.rl_batch_size, np.random.default_rng(0)))
     prompts = prompts.to(s.device)
     g = torch.Generator(device=s.device).manual_seed(0)
@@ -376,9 +378,9 @@ def sweep_sampling(s: Sweep, trainer: MathRLTrainer, precision: str, graphs: boo
                 answers_per_second=answers / seconds)
 
 
-def sweep_update(s: Sweep, trainer: MathRLTrainer, precision: str) -> dict:
+def sweep_update(s: Sweep, trainer: MathRLTrainer, precision: str, matmul: bool = False) -> dict:
     """The step's update alone (forward + backward + optimizer step) on one fixed sampled batch."""
-    s.runtime(trainer.model, precision)
+    s.runtime(trainer.model, precision, matmul=matmul)
     batch, update = fixed_update(trainer)
     seconds = s.timed(update)
     return dict(seconds=seconds, answers_trained=len(batch), answers_per_second=len(batch) / seconds,
@@ -436,6 +438,13 @@ def sweep_size(s: Sweep, prompts: int):
     for precision in SWEEP_PRECISIONS:
         s.row("sweep_forward_backward", prompts, lambda: sweep_forward_backward(s, trainer, precision),
               precision=precision)
+    # attention in plain matmuls (model/gpt.py matmul_attention), in the fastest setting of each
+    graphs = s.cuda
+    s.row("sweep_sampling", prompts, lambda: sweep_sampling(s, trainer, "bf16", graphs, matmul=True),
+          precision="bf16", graphs=graphs, matmul_attention=True)
+    s.row("sweep_update", prompts, lambda: sweep_update(s, trainer, "bf16", matmul=True), precision="bf16",
+          matmul_attention=True)
+    s.runtime(trainer.model, "auto")
     del trainer
     s.free()
     # the defaults (auto: bf16 autocast and TF32 on CUDA, fp32 on the CPU; graphs on CUDA only), then fp32 eager
@@ -472,13 +481,15 @@ def sweep_table(rows: list) -> str:
         tok = lambda precision, graphs: cell("sweep_sampling", prompts, "tokens_per_second", "{:,.0f}",
                                              precision=precision, graphs=graphs)
         sec = lambda metric, precision: cell(metric, prompts, "seconds", "{:.4f}", precision=precision)
-        lines.append([prompts, tok("fp32", False), tok("bf16", True), sec("sweep_update", "fp32"),
-                      sec("sweep_update", "bf16"),
+        matmul = lambda metric, key, fmt: cell(metric, prompts, key, fmt, matmul_attention=True)
+        lines.append([prompts, tok("fp32", False), tok("bf16", True),
+                      matmul("sweep_sampling", "tokens_per_second", "{:,.0f}"), sec("sweep_update", "fp32"),
+                      sec("sweep_update", "bf16"), matmul("sweep_update", "seconds", "{:.4f}"),
                       f"{sec('sweep_forward_backward', 'fp32')} / {sec('sweep_forward_backward', 'bf16')}",
                       cell("sweep_step", prompts, "answers_per_second", "{:,.0f}", precision="auto"),
                       shares(prompts)])
-    headers = ["prompts", "sampling tok/s eager fp32", "sampling tok/s graphs bf16", "update s fp32",
-               "update s bf16", "bare fwd+bwd+AdamW s fp32 / bf16", "step answers/s (auto)",
+    headers = ["prompts", "sampling tok/s eager fp32", "sampling tok/s graphs bf16", "the same, matmul attention",
+               "update s fp32", "update s bf16", "the same, matmul attention", "bare fwd+bwd+AdamW s fp32 / bf16", "step answers/s (auto)",
                "step shares rollout / reward / update / other (auto)"]
     return markdown_table(headers, lines)
 
