@@ -18,7 +18,7 @@ import statistics
 import sys
 
 from rl.tools import benchmark, compare, launch, results
-from rl.tools.report import markdown_table, median_range
+from rl.tools.report import first_reaching, markdown_table, median_range
 
 DOCUMENTS = ("README.md", os.path.join("docs", "results.md"))  # every file whose blocks are rendered, from the root
 PLOTS = os.path.join(launch.REPO, "docs")
@@ -142,7 +142,43 @@ def scarce_study() -> str:
                            "at the end", "trained share of answers (median step)", "RL s"], rows)
 
 
-BLOCKS = {"headline": headline, "problem-selection": problem_selection, "presets-study": presets_study, "what-rl-adds": what_rl_adds, "speed": speed,
+def gpu_runs() -> dict:
+    """{preset: its runs on a GPU with the settings chosen on validation}: of the files rl/tools/gpu.py wrote to
+    results/gpu/, each preset's group of settings run on the most seeds (the candidates ran on one)."""
+    groups = {}
+    for r in results.load("gpu"):
+        if "seed" in r:
+            groups.setdefault(r["config"], {}).setdefault(tuple(r["set"]), []).append(r)
+    return {config: max(by_set.values(), key=len) for config, by_set in sorted(groups.items())}
+
+
+def gpu_presets() -> str:
+    """The presets on one GPU, chosen settings, every seed: final test accuracy, first test >= the aim, the run."""
+    from rl.tools.gpu import CANDIDATES
+    rows, gpus = [], set()
+    for config, rs in gpu_runs().items():
+        aim = CANDIDATES[config][0]
+        gpus |= {f"{r['gpu']} (driver {r['driver']}, torch {r['torch']}, CUDA {r['cuda']})" for r in rs}
+        rows.append([f"`{config}`", f"`{' '.join('--' + kv for kv in rs[0]['set'])}`",
+                     " ".join(str(r["seed"]) for r in rs), median_range([r["final_accuracy"] for r in rs]),
+                     median_range([first_reaching(r["curve"], aim) for r in rs], "{:.1f}") + f" (>= {aim})",
+                     median_range([r["curve"][0][0] for r in rs], "{:.1f}"),
+                     median_range([r["wall_seconds"] for r in rs], "{:.1f}")])
+    table = markdown_table(["preset", "settings chosen on validation (seed 0)", "seeds", "final test",
+                            "first test >= aim, s", "RL starts at, s", "whole run, s"], rows)
+    return table + "\n\nOn " + "; ".join(sorted(gpus)) + ". Seconds are the run's own clock from the script's start " \
+        "(`perf/run_seconds`): the model and the device's start-up, the warm start and every evaluation included."
+
+
+def gpu_speed() -> str:
+    """The perf sweep's table (python -m rl.tools.perf --device cuda) and where it ran."""
+    from rl.tools import perf
+    recs = [r for r in results.load("gpu") if r.get("tool") == "perf-sweep"]
+    return "\n\n".join(perf.sweep_table(r["rows"]) + f"\n\n`{r['command']}` on {r['gpu']}, torch {r['torch']}."
+                       for r in recs)
+
+
+BLOCKS = {"gpu-presets": gpu_presets, "gpu-speed": gpu_speed, "headline": headline, "problem-selection": problem_selection, "presets-study": presets_study, "what-rl-adds": what_rl_adds, "speed": speed,
           "scarce-study": scarce_study,
           "formats-2digit": lambda: formats_table(2), "formats-3digit": lambda: formats_table(3),
           "multiplier3": lambda: end_to_end("Multiplier3RLConfig"),
