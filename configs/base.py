@@ -5,6 +5,7 @@ is followed by a one-line docstring; `python rl/rl_ddp.py --help` prints them.
 """
 
 import ast
+import copy
 import inspect
 import math
 import numbers
@@ -107,8 +108,8 @@ class BaseRLConfig:
     num_eval: int = 1000
     """problems in each fixed evaluation set, test and validation (all of a split when it has fewer) (> 0)"""
     rl_ndigits: str = ""
-    """'lo-hi': RL on addition of operands of lo to hi digits each, written at width hi (rl/long_env.py; task=adder,
-    show_work=false); "" = the fixed ndigit task"""
+    """'lo-hi': RL on addition of operands of lo to hi digits each, a step's problems written at one width, their
+    longer operand's (rl/long_env.py; task=adder, show_work=false); "" = the fixed ndigit task"""
     sft_ndigits: str = ""
     """'lo-hi': operand lengths of the warm start's problems (with rl_ndigits); "" = rl_ndigits's"""
     eval_ndigits: str = ""
@@ -381,7 +382,8 @@ class BaseRLConfig:
         sft = long(parse_range("sft_ndigits", self.sft_ndigits)) if self.sft_ndigits else rl
         # an evaluation reads offset 0 (rl/long_env.py), so a length's ids need no room for training's offsets
         evals = {L: long((L, L), 0) for L in parse_lengths(self.eval_ndigits)}
-        return {"sft": sft, "rl": rl, "eval": evals or {None: rl}}
+        # (a copy: RL sets its environment's width every step, an evaluation's stays at the range's longest)
+        return {"sft": sft, "rl": rl, "eval": evals or {None: copy.copy(rl)}}
 
     def _check_numbers(self):
         for f in fields(self):

@@ -6,8 +6,8 @@ position ids that let a model add numbers longer than those it was trained on.
     prompts, answers = env.encode(a, b)          # (64, 42), (64, 22) tokens, as MathEnvironment's
     pos = env.position_ids(64, rng)              # (64, 64) coupled ids, a random offset per problem
 
-Token format: that of `MathEnvironment('adder', W)` at the width W of the range's longest operand
-(the vocabulary too), so a 3-digit problem of the range 1-5 is written as at ndigit=5:
+Token format: that of `MathEnvironment('adder', W)` at the current width W (the vocabulary too), so a
+3-digit problem written at width 5 reads as at ndigit=5:
 
     12 + 345 = 357        prompt "00012+00345="     answer "753000$" (357 in W + 1 = 6 digits, reversed)
 
@@ -19,12 +19,16 @@ trained too, and lengths stay uniform for each operand rather than skewed toward
 the longer of two draws would be. An evaluation at one length L uses the range (L, L): both operands
 of exactly L digits.
 
-Width: every problem of an environment is written at its range's width W (zero-padded, as today),
-so prompt_len and answer_len stay fixed attributes and every consumer of MathEnvironment reads them
-unchanged. A width per batch (its longest operand) would save little when training: a batch of 64
-problems of the range 1-20 has an operand of 20 digits with probability 1 - (19/20)^128 > 0.998.
-Each phase has its own range and so its own environment (warm start, RL, and one per evaluated
-length); they share the split, which depends on the pair only.
+Width: a batch is written at one width w (zero-padded, as today), its problems' longest operand:
+every problem drawn at width w has max(len a, len b) = w. Training draws w per step (`draw_width`,
+then `set_width`) from the distribution of the longer of two independent lengths, P(w) ~ 2(w - lo) + 1,
+so that over steps each operand's length is uniform over the range, as above, while the model sees
+every width: a problem of L digits is written at width L in training as in an evaluation at length L,
+and a longer evaluation only extends a layout the model has seen at every shorter width. (One width
+for the whole range would teach "the answer has hi + 1 digits" and nothing else.) prompt_len and
+answer_len are those of the current width, read by every consumer at the time of use. Each phase has
+its own environment object (warm start, RL, and one per evaluated length, fixed at its width); they
+share the split, which depends on the pair only.
 
 Operands are digit arrays (B, D) uint8, least-significant digit first (column i holds the digit of
 10^i), any D: 100-digit numbers do not fit an int64, digit arrays vectorise, and the answer, being
@@ -135,7 +139,7 @@ def long_pair_hash(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class LongAdditionEnvironment:
-    """Addition with operands of lo to hi digits (`ndigits`): sampling, encoding at width hi, decoding,
+    """Addition with operands of lo to hi digits (`ndigits`): sampling, encoding at the current width, decoding,
     the three splits, and the position ids the model reads. The interface of MathEnvironment's that the
     trainer, rewards and evaluation use, with digit arrays (B, D) as operands, plus `position_ids`."""
 
@@ -161,12 +165,23 @@ class LongAdditionEnvironment:
         self.itos = list(DIGITS) + [self.op.symbol, EQUALS, END, PAD]  # MathEnvironment('adder')'s vocabulary
         self.stoi = {ch: i for i, ch in enumerate(self.itos)}
         self.end_token, self.pad_token, self.vocab_size = self.stoi[END], self.stoi[PAD], len(self.itos)
-        self.answer_digits = hi + 1
-        self.prompt_len, self.answer_len = 2 * hi + 2, hi + 2
+        self.final_start, self.steps_slice = 0, slice(0, 0)
+        self.set_width(hi)
+        # the longest sequence and the position embeddings a model needs (its n_position must be at least this)
         self.seq_len = self.prompt_len + self.answer_len
-        self.final_start, self.final_slice, self.steps_slice = 0, slice(0, self.answer_len), slice(0, 0)
-        # the position embeddings a model needs: its n_position must be at least this
         self.num_position_ids = self.seq_len if positions == "absolute" else hi + 2 + max_position_offset
+
+    def set_width(self, width: int):
+        """Write (and draw) problems at this width from now on: lo <= width <= hi (the module docstring)."""
+        if not self.lo <= width <= self.hi:
+            raise ValueError(f"width {width} outside the range {self.lo}-{self.hi}")
+        self.width, self.answer_digits = width, width + 1
+        self.prompt_len, self.answer_len = 2 * width + 2, width + 2
+        self.final_slice = slice(0, self.answer_len)
+
+    def draw_width(self, rng: np.random.Generator) -> int:
+        """A step's width: the longer of two lengths drawn uniformly over the range, P(w) ~ 2(w - lo) + 1."""
+        return int(max(rng.integers(self.lo, self.hi + 1, size=2)))
 
     # ---- position ids ---------------------------------------------------------------------
     def position_ids(self, n: int, rng: Optional[np.random.Generator] = None) -> Optional[torch.Tensor]:
@@ -187,16 +202,23 @@ class LongAdditionEnvironment:
         return np.where(u < self.test_fraction, 2, np.where(u < self.test_fraction + self.validation_fraction, 1, 0))
 
     def _draw(self, k: int, rng: np.random.Generator):
-        """k pairs: each operand's length uniform over lo..hi, then the number uniform over that length."""
-        def operand():
-            lengths = rng.integers(self.lo, self.hi + 1, size=k)
+        """k pairs at the current width w: the two lengths as two uniform draws over lo..hi whose longer is w
+        (one of them w, or both), then each number uniform over the numbers of its length."""
+        n = self.width - self.lo + 1  # lengths lo..w
+        both = rng.random(k) < 1.0 / (2 * n - 1)  # P(both are w | the longer is w); else one is, each side alike
+        a_long = both | (rng.random(k) < 0.5)
+        other = rng.integers(self.lo, self.width, size=k) if n > 1 else np.full(k, self.width)  # lo..w-1
+        lengths_a = np.where(a_long, self.width, other)
+        lengths_b = np.where(both | ~a_long, self.width, other)
+
+        def operand(lengths):
             digits = rng.integers(0, 10, size=(k, self.width), dtype=np.uint8)
             top = rng.integers(1, 10, size=k, dtype=np.uint8)  # a leading digit is not 0 (but 0 has length 1)
             digits[np.arange(self.width) >= lengths[:, None]] = 0
             rows = np.nonzero(lengths > 1)[0]
             digits[rows, lengths[rows] - 1] = top[rows]
             return digits
-        return operand(), operand()
+        return operand(lengths_a), operand(lengths_b)
 
     def pair_keys(self, a, b) -> np.ndarray:
         """(B,) int64 keys naming each unordered pair, its 53-bit split hash: what rl/rollout.py records of a

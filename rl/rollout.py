@@ -162,6 +162,7 @@ class RolloutCollector:
                 seeding.numpy_rng(c.seed, info.rank, step, seeding.SELECTION))
         sampling = seeding.torch_generator(c.seed, info.rank, step, seeding.SAMPLING, info.device)
         positions = seeding.numpy_rng(c.seed, info.rank, step, seeding.POSITIONS)  # a stream of its own: none shifts
+        seeding.set_step_width(self.env, c.seed, step)  # every round of the step at one width (many lengths only)
         stats = RolloutStats()
         first = batch = self.sample_round(num_prompts, rngs, sampling, stats, positions)
         if c.dynamic_sampling:

@@ -12,6 +12,7 @@ import torch
 # purposes: a stream per kind of draw, so adding draws to one never shifts another
 PROBLEMS, SAMPLING, DROPOUT, SFT_PROBLEMS, SHUFFLE, SELECTION = 1, 2, 3, 4, 5, 6
 POSITIONS = 7  # the random offsets of coupled position ids (rl/long_env.py); none drawn for today's tasks
+WIDTHS, SFT_WIDTHS = 8, 9  # the width an RL / warm-start step writes its problems at (rl/long_env.py); likewise
 
 
 def stream_seed(seed: int, rank: int, step: int, purpose: int) -> int:
@@ -30,3 +31,11 @@ def torch_generator(seed: int, rank: int, step: int, purpose: int, device) -> to
 def seed_dropout(seed: int, rank: int, step: int):
     """Dropout draws from torch's global RNG; reseed it per step so resume reproduces it too."""
     torch.manual_seed(stream_seed(seed, rank, step, DROPOUT))
+
+
+def set_step_width(env, seed: int, step: int, purpose: int = WIDTHS):
+    """Give env the width of this step's problems, the same on every rank, when it draws one (the task of many
+    lengths, rl/long_env.py); nothing for today's tasks, which have one width."""
+    if hasattr(env, "draw_width"):
+        env.set_width(env.draw_width(numpy_rng(seed, 0, step, purpose)))
+

@@ -22,6 +22,7 @@ A `config` here is the resolved BaseRLConfig (configs/base.py), read through its
 this file needs no import of the configs.
 """
 
+import copy
 import functools
 import os
 import time
@@ -189,6 +190,7 @@ def teacher_forced_step(policy, env: MathEnvironment, optimizer, a, b, device, *
 def supervised_step(policy, env: MathEnvironment, optimizer, config, info: dist.DistInfo, step: int):
     """One teacher-forced step on this rank's share of the step's training problems; returns the loss."""
     seeding.seed_dropout(config.seed, info.rank, step)
+    seeding.set_step_width(env, config.seed, step, seeding.SFT_WIDTHS)  # (the task of many lengths only)
     problems = seeding.numpy_rng(config.seed, info.rank, step, seeding.SFT_PROBLEMS)
     a, b = training_pairs(config, env, config.sft_batch_size // info.world_size, problems)
     positions = seeding.numpy_rng(config.seed, info.rank, step, seeding.POSITIONS)  # nothing drawn for today's tasks
@@ -205,7 +207,9 @@ def train_warm_start(config, env: MathEnvironment, policy, info: dist.DistInfo,
                                           betas=(c.adam_beta1, c.adam_beta2))
     warmup = max(c.sft_warmup_steps, 1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
-    val_a, val_b = env.eval_operands(c.sft_num_eval, "validation")
+    # checked at one width, the range's longest, whatever width the training steps set (rl/long_env.py)
+    val_env = copy.copy(env)
+    val_a, val_b = val_env.eval_operands(c.sft_num_eval, "validation")
     state = restore_progress(c, model, optimizer, scheduler, info.world_size)
     t0 = time.time() - state["seconds"]
     save = lambda: save_progress(c, model, optimizer, scheduler, {**state, "seconds": time.time() - t0}, info)
@@ -230,7 +234,7 @@ def train_warm_start(config, env: MathEnvironment, policy, info: dist.DistInfo,
         # With patience, the target is not what stops it, so there is nothing to stop just past.
         near = not c.sft_patience and state["accuracy"] >= c.sft_target_accuracy / 2
         if step % c.sft_eval_interval == 0 or near or step == c.sft_max_steps:
-            state["accuracy"] = evaluate(model, env, val_a, val_b, info, batch_size=c.eval_batch_size,
+            state["accuracy"] = evaluate(model, val_env, val_a, val_b, info, batch_size=c.eval_batch_size,
                                          num_mistakes=0, split="validation").accuracy
             bar.set_postfix(loss=f"{loss.item():.3f}", val_acc=f"{state['accuracy']:.3f}")
             if not info.show_progress and step % (5 * c.sft_eval_interval) == 0:  # a log file's progress

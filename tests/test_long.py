@@ -66,18 +66,49 @@ def test_sums_are_exact_at_one_hundred_digits():
         LongAdditionEnvironment((1, 3)).encode([1000], [1])
 
 
-def test_lengths_are_uniform_for_each_operand_and_numbers_uniform_within_a_length():
-    env = LongAdditionEnvironment((2, 21))
-    a, b = env._draw(40_000, np.random.default_rng(2))
+def test_lengths_are_uniform_for_each_operand_over_steps_and_each_step_has_one_width():
+    # a step draws its width, then problems whose longer operand has exactly that many digits; over steps each
+    # operand's length is uniform over the range and independent of the other's, numbers uniform within a length
+    env, rng = LongAdditionEnvironment((2, 21)), np.random.default_rng(2)
+    widths, pairs = [], []
+    for _ in range(4000):
+        env.set_width(env.draw_width(rng))
+        a, b = env._draw(10, rng)
+        assert a.shape == (10, env.width) and (np.maximum(number_lengths(a), number_lengths(b)) == env.width).all()
+        widths.append(env.width)
+        pairs.append((number_lengths(a), number_lengths(b), a[:, :2], b[:, :2]))
+    # P(w) = (2 (w - lo) + 1) / n^2: 1/400 for 2 digits, 39/400 for 21
+    share = np.bincount(widths, minlength=22)[2:] / 4000
+    assert abs(share - (2 * np.arange(20) + 1) / 400).max() < 0.012  # about 4 standard errors
+    la, lb = (np.concatenate([p[i] for p in pairs]) for i in (0, 1))
+    for lengths in (la, lb):
+        counts = np.bincount(lengths, minlength=22)[2:]
+        assert abs(counts / 40_000 - 1 / 20).max() < 0.006
+    assert abs(np.corrcoef(la, lb)[0, 1]) < 0.02  # independent, as two uniform draws are
+    a, b = env._draw(40_000, rng)  # (at the last width) no leading zero, whatever the length
     for x in (a, b):
-        counts = np.bincount(number_lengths(x), minlength=22)[2:]
-        assert counts.sum() == 40_000 and abs(counts / 40_000 - 1 / 20).max() < 0.006  # about 4 standard errors
         lengths = number_lengths(x)
         leading = x[np.arange(len(x)), lengths - 1]
-        assert leading.min() == 1 and np.bincount(leading, minlength=10)[0] == 0  # no leading zero
-    assert abs(np.corrcoef(number_lengths(a), number_lengths(b))[0, 1]) < 0.02  # drawn independently
+        assert leading.min() == 1 and np.bincount(leading, minlength=10)[0] == 0
     one = LongAdditionEnvironment((1, 1))._draw(5000, np.random.default_rng(3))[0]
     assert set(one[:, 0].tolist()) == set(range(10))  # one digit: 0 to 9
+    with pytest.raises(ValueError, match="width 22 outside the range 2-21"):
+        env.set_width(22)
+
+
+def test_a_step_writes_every_round_at_its_width_and_evaluation_keeps_its_own(tmp_path):
+    from helpers import make_trainer
+    trainer = make_trainer(rl_ndigits="1-6", sft_ndigits="1-3", eval_ndigits="", positions="coupled",
+                           max_position_offset=4, n_position=16, problem_sampler="uniform",
+                           dynamic_sampling_max_rounds=1)
+    widths = []
+    for _ in range(4):
+        first, batch, _ = trainer.sample(trainer.step)
+        widths.append(trainer.env.width)
+        assert first.prompts.shape[1] == 2 * trainer.env.width + 2 and first.generated.shape[1] == trainer.env.width + 2
+        trainer.train_step()
+    assert len(set(widths)) > 1  # (four steps: the widths differ)
+    assert trainer.eval_envs[None] is not trainer.env and trainer.eval_envs[None].width == 6
 
 
 def test_split_hash_extends_pair_hash_and_ignores_the_width():
