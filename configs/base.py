@@ -380,8 +380,9 @@ class BaseRLConfig:
             test_fraction=self.test_fraction, validation_fraction=self.validation_fraction)
         rl = long(parse_range("rl_ndigits", self.rl_ndigits))
         sft = long(parse_range("sft_ndigits", self.sft_ndigits)) if self.sft_ndigits else rl
-        # an evaluation reads offset 0 (rl/long_env.py), so a length's ids need no room for training's offsets
-        evals = {L: long((L, L), 0) for L in parse_lengths(self.eval_ndigits)}
+        # a length's evaluation draws its offsets (fixed) so that its ids stay within those RL's training reaches
+        top = rl.hi + 1 + self.max_position_offset  # the largest id a training problem reads
+        evals = {L: long((L, L), max(0, top - (L + 1))) for L in parse_lengths(self.eval_ndigits)}
         # (a copy: RL sets its environment's width every step, an evaluation's stays at the range's longest)
         return {"sft": sft, "rl": rl, "eval": evals or {None: copy.copy(rl)}}
 

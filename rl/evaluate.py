@@ -83,8 +83,8 @@ class EvalResult:
 
 
 def eval_position_ids(env, n: int, device) -> Optional[torch.Tensor]:
-    """The ids (n, P + A) every evaluation reads: the environment's at offset 0, so an evaluation is a fixed
-    function of the weights (None for the fixed-length tasks: the model's own positions)."""
+    """The ids (n, P + A) every evaluation reads: the environment's at its fixed evaluation offsets, so an
+    evaluation is a fixed function of the weights (None for the fixed-length tasks: the model's own positions)."""
     pos = env.position_ids(n)
     return None if pos is None else pos.to(device)
 

@@ -37,7 +37,12 @@ def reference_hash(a: int, b: int) -> float:
 def test_worked_example_and_its_coupled_ids():
     env = LongAdditionEnvironment((1, 3), positions="coupled", max_position_offset=10)
     assert text(env, 12, 345) == ("012+345=", "7530$")  # 357 in 4 digits, reversed
-    assert env.position_ids(1).tolist() == [[3, 2, 1, 0, 3, 2, 1, 0, 1, 2, 3, 4, 0]]
+    at_zero = LongAdditionEnvironment((1, 3), positions="coupled")  # no offsets: the module docstring's example
+    assert at_zero.position_ids(1).tolist() == [[3, 2, 1, 0, 3, 2, 1, 0, 1, 2, 3, 4, 0]]
+    # an evaluation's offsets (rng None) are drawn from a fixed seed: the same every time, within the range
+    evaluation = env.position_ids(300)
+    assert torch.equal(evaluation, env.position_ids(300)) and torch.equal(evaluation[:100], env.position_ids(100))
+    assert set((evaluation[:, 2] - 1).tolist()) == set(range(11))
     # the same format and vocabulary as the 3-digit adder
     fixed = MathEnvironment("adder", 3)
     assert text(env, 999, 999) == text(fixed, 999, 999) == ("999+999=", "8991$")
@@ -45,7 +50,8 @@ def test_worked_example_and_its_coupled_ids():
     # a training offset moves every digit's id by the same amount and leaves "+", "=", "$" at 0
     pos = env.position_ids(500, np.random.default_rng(0))
     offsets = pos[:, 2] - 1
-    assert torch.equal(pos, torch.where(env.position_ids(1) > 0, env.position_ids(1) + offsets[:, None], 0))
+    base = at_zero.position_ids(1)
+    assert torch.equal(pos, torch.where(base > 0, base + offsets[:, None], 0))
     assert offsets.min() == 0 and offsets.max() == 10 and env.num_position_ids == 3 + 2 + 10 == int(pos.max()) + 1
     assert LongAdditionEnvironment((1, 3)).position_ids(4) is None  # absolute: the model's own 0, 1, 2, ...
 
@@ -234,7 +240,7 @@ def test_the_rollouts_ids_reach_the_sampler_and_the_update(monkeypatch):
     monkeypatch.setattr(objectives, "token_logprobs", spy_logprobs)
     trainer.train_step()
     _, batch, _ = seen["rollout"]
-    offsets = batch.pos[:, 0] - trainer.env.position_ids(len(batch))[:, 0]  # each problem's offset
+    offsets = batch.pos[:, 0] - trainer.env.width  # each problem's offset (its first digit's id is width + offset)
     assert offsets.min() >= 0 and offsets.max() <= 9 and len(set(offsets.tolist())) > 3
     m = batch.mask(trainer.env.end_token)
     torch.testing.assert_close(seen["logp"][m], batch.logp[m], atol=2e-5, rtol=1e-5)
