@@ -5,7 +5,6 @@ is followed by a one-line docstring; `python rl/rl_ddp.py --help` prints them.
 """
 
 import ast
-import copy
 import inspect
 import math
 import numbers
@@ -17,7 +16,7 @@ from model.gpt import GPTConfig, autocast_dtype_for
 from rl.algorithms import ALGORITHMS, resolve
 from rl.dist import check_device_and_backend
 from rl.errors import ConfigError  # (re-exported: from configs.base import ConfigError keeps working)
-from rl.long_env import LongAdditionEnvironment
+from rl import long_env
 from rl.math_env import MathEnvironment
 from rl.math_reward import parse_reward_spec
 from rl.objectives import OBJECTIVES, objective_class
@@ -50,7 +49,7 @@ BOUNDED_BY_OWNER = ("ndigit", "vocab_size", "max_seq_len")
 # The warm start's settings: with no warm start to run (init_from is not sft, or sft_max_steps=0)
 # nothing reads them. dropout too: RL samples and updates in eval mode.
 # MathEnvironment's arguments; task_args() adds the task of many lengths' settings when they are set
-MATH_ENV_KEYS = ("task", "ndigit", "reverse_answer", "use_format", "show_work", "test_fraction", "validation_fraction")
+MATH_ENV_KEYS = long_env.MATH_ENV_KEYS
 LONG_TASK_KEYS = ("rl_ndigits", "sft_ndigits", "positions", "max_position_offset")
 # nothing reads these without rl_ndigits
 LONG_TASK_FIELDS = ("sft_ndigits", "eval_ndigits", "positions", "max_position_offset")
@@ -61,13 +60,10 @@ WARM_START_FIELDS = ("sft_max_steps", "sft_batch_size", "sft_learning_rate", "sf
 
 def parse_range(name: str, text: str) -> tuple:
     """'lo-hi' (or one length 'L') -> (lo, hi), 1 <= lo <= hi; ConfigError (one line) for anything else."""
-    parts = text.split("-")
-    if len(parts) in (1, 2) and all(p.strip().isdigit() for p in parts):
-        lo, hi = int(parts[0]), int(parts[-1])
-        if 1 <= lo <= hi:
-            return lo, hi
-    raise ConfigError(f"{name}={text!r} is not a range of operand lengths 'lo-hi' with 1 <= lo <= hi; "
-                      f"write e.g. '1-20'")
+    try:
+        return long_env.parse_range(name, text)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def parse_lengths(text: str) -> list:
@@ -369,22 +365,10 @@ class BaseRLConfig:
                               f"(rl_ndigits); use problem_sampler=uniform")
 
     def environments(self) -> dict:
-        """The environment of each phase: {"sft": warm start, "rl": RL, "eval": {length: env}}, the evaluated
-        lengths each an environment of their own ({None: the RL environment} without eval_ndigits). Without
-        rl_ndigits, one MathEnvironment(ndigit) serves all three. ValueError from an environment's own checks."""
-        if not self.rl_ndigits:
-            env = MathEnvironment(**{k: getattr(self, k) for k in MATH_ENV_KEYS})
-            return {"sft": env, "rl": env, "eval": {None: env}}
-        long = lambda lengths, offset=self.max_position_offset: LongAdditionEnvironment(
-            lengths, positions=self.positions, max_position_offset=offset,
-            test_fraction=self.test_fraction, validation_fraction=self.validation_fraction)
-        rl = long(parse_range("rl_ndigits", self.rl_ndigits))
-        sft = long(parse_range("sft_ndigits", self.sft_ndigits)) if self.sft_ndigits else rl
-        # a length's evaluation draws its offsets (fixed) so that its ids stay within those RL's training reaches
-        top = rl.hi + 1 + self.max_position_offset  # the largest id a training problem reads
-        evals = {L: long((L, L), max(0, top - (L + 1))) for L in parse_lengths(self.eval_ndigits)}
-        # (a copy: RL sets its environment's width every step, an evaluation's stays at the range's longest)
-        return {"sft": sft, "rl": rl, "eval": evals or {None: copy.copy(rl)}}
+        """The environment of each phase: {"sft": warm start, "rl": RL, "eval": {length: env}} (rl/long_env.py
+        environments, from task_args(): the same environments a file's task builds). ValueError from an
+        environment's own checks."""
+        return long_env.environments(self.task_args(), parse_lengths(self.eval_ndigits))
 
     def _check_numbers(self):
         for f in fields(self):

@@ -12,7 +12,12 @@ Beyond greedy accuracy, how often sampling finds the right answer (pass@k), for 
 start file, on the fixed evaluation set of the test (or validation) split:
 
     python -m rl.evaluate out/AdderRLConfig/rl_snapshot_200.pt --split test --num 1000 --k 1 8 64 --samples 64 --show 10
+    python -m rl.evaluate out/LongAdderRLConfig/rl_snapshot_200.pt --ndigits 10 20 40 100 --k 1 8 64
     python -m rl.evaluate --help
+
+A file of the task of many lengths (rl_ndigits) is evaluated at each length of --ndigits (default: the
+lengths its run evaluated), each on its own fixed set; the report gives every length's numbers and
+their mean, and the PNG accuracy and pass@k against length.
 
 pass@k is the chance that at least one of k answers sampled at the temperature is right, averaged over
 problems, estimated two ways: `pass_at_k_unbiased` from n sampled answers per problem (Chen et al.
@@ -38,6 +43,7 @@ from tqdm import tqdm
 from rl import dist, seeding
 from rl.algorithms import answer_logits, answer_mask, masked, token_logprobs
 from rl.errors import ConfigError, TrainingError  # (TrainingError re-exported: from rl.evaluate import it works)
+from rl.long_env import environments
 from rl.math_env import MathEnvironment
 from rl.math_reward import digit_match, exact_match, steps_match
 from rl.run_dir import WriteError, write_json
@@ -236,6 +242,8 @@ def parse_args(argv: list) -> argparse.Namespace:
     parser.add_argument("--split", default="test", help="test (default) or validation: the numbers are held out")
     parser.add_argument("--num", type=int, default=None, help="problems: the first NUM of the split's fixed set "
                         "(default: the file's num_eval, the set the run reported on; else 1000)")
+    parser.add_argument("--ndigits", type=int, nargs="+", default=None, help="operand lengths to evaluate, each on its "
+                        "own set (a file of the task of many lengths only; default: the lengths its run evaluated)")
     parser.add_argument("--samples", type=int, default=64, help="answers sampled per problem (n of pass@k)")
     parser.add_argument("--k", type=int, nargs="+", default=[1, 8, 64], help="the k of pass@k, each at most --samples")
     parser.add_argument("--temperature", type=float, default=None,
@@ -270,20 +278,66 @@ def check_args(args: argparse.Namespace):
                           f"raise --samples or lower --k")
     if args.temperature is not None and not (math.isfinite(args.temperature) and args.temperature > 0):
         raise ConfigError(f"--temperature must be a positive number, got {args.temperature}")
+    if args.ndigits is not None and min(args.ndigits) < 1:
+        raise ConfigError(f"--ndigits takes operand lengths of 1 or more, got {min(args.ndigits)}")
     if args.show < 0 or args.seed < 0:
         raise ConfigError(f"--{'show' if args.show < 0 else 'seed'} must be 0 or more")
 
 
-def load_for_evaluation(path: str):
-    """(model on the CPU, its MathEnvironment, the snapshot dict) of a snapshot or warm start file."""
+def load_for_evaluation(path: str, ndigits=None):
+    """(model on the CPU, {length: environment} to evaluate (None: the task's one length), the snapshot dict)
+    of a snapshot or warm start file; ndigits: the lengths asked for (the task of many lengths only)."""
     snap = load_snapshot(path)
-    if not isinstance(snap.get("task"), dict):
+    task = snap.get("task")
+    if not isinstance(task, dict):
         raise ConfigError(f"{path} does not say which task it was trained on, so it cannot be evaluated")
+    if ndigits and not task.get("rl_ndigits"):
+        raise ConfigError(f"--ndigits needs a file of the task of many lengths (rl_ndigits); {path} is "
+                          f"{task.get('ndigit')}-digit {task.get('task')} only: leave --ndigits out")
+    ran = (snap.get("config") or {}).get("eval_ndigits") or ""
+    lengths = sorted(set(ndigits or [int(x) for x in ran.split(",") if x.strip()]))
     try:
-        env = MathEnvironment(**snap["task"])
-    except (TypeError, ValueError) as e:
+        envs = environments(task, lengths)["eval"]
+    except (TypeError, ValueError, KeyError) as e:
         raise ConfigError(f"{path} names a task this version cannot build ({e})") from None
-    return model_from_snapshot(snap), env, snap
+    return model_from_snapshot(snap), envs, snap
+
+
+def check_fits(model, envs: dict, path: str):
+    """ConfigError (one line) for an evaluated length whose position ids the model has no embedding for."""
+    n_position = model.config.n_position
+    for length, env in envs.items():
+        if getattr(env, "num_position_ids", 0) > n_position:  # (a fixed-length task's file fits its own model)
+            raise ConfigError(f"{length} digits need position ids up to {env.num_position_ids - 1}, but the model "
+                              f"of {path} has n_position={n_position}; evaluate shorter lengths")
+
+
+def evaluate_lengths(model, envs: dict, args: argparse.Namespace, device):
+    """evaluate_set on each environment's fixed set: its numbers (with several lengths, their mean and
+    "by_length"), and the --show lines (of the longest length)."""
+    per_length, shown = {}, []
+    for length, env in envs.items():
+        a, b = env.eval_operands(args.num, args.split)
+        numbers, c, p = evaluate_set(model, env, a, b, args, device)
+        per_length[length] = numbers
+        shown = show_lines(model, env, a, b, c, p, num_show=args.show, num_samples=args.samples)
+    if list(per_length) == [None]:
+        return per_length[None], shown
+    return {**mean_numbers(list(per_length.values())), "by_length": {str(L): n for L, n in per_length.items()}}, shown
+
+
+def mean_numbers(parts: list) -> dict:
+    """Several lengths' numbers (evaluate_set's) as one: every accuracy and pass@k the mean over the lengths
+    (each length alike), a standard error that of that mean, the problems summed."""
+    mean = lambda values: sum(values) / len(values) if None not in values else None
+    stderr = lambda key, k: math.sqrt(sum(n[key][k]["sampled_stderr"] ** 2 for n in parts)) / len(parts)
+    table = lambda key: {k: dict(sampled=mean([n[key][k]["sampled"] for n in parts]), sampled_stderr=stderr(key, k),
+                                 exact=mean([n[key][k]["exact"] for n in parts])) for k in parts[0][key]}
+    return {"num_problems": sum(n["num_problems"] for n in parts),
+            **{key: mean([n[key] for n in parts]) for key in ("greedy_accuracy", "greedy_digit_accuracy",
+                                                              "greedy_steps_accuracy", "mean_p_right")},
+            "exact_note": parts[0]["exact_note"], "pass_at_k": table("pass_at_k"),
+            "pass_at_k_curve": table("pass_at_k_curve")}
 
 
 def output_paths(args: argparse.Namespace):
@@ -351,7 +405,9 @@ def show_lines(model, env: MathEnvironment, a, b, c: torch.Tensor, p: Optional[t
 def report_table(report: dict) -> str:
     """The numbers of `report` (main's JSON) as the lines the command prints."""
     r, step = report, f", step {report['step']}" if report.get("step") is not None else ""
-    lines = [f"{r['file']} ({r['kind']}{step}): {r['task']['task']}, ndigit={r['task']['ndigit']}; "
+    task = r["task"]
+    what = f"lengths {task['rl_ndigits']} in RL" if task.get("rl_ndigits") else f"ndigit={task['ndigit']}"
+    lines = [f"{r['file']} ({r['kind']}{step}): {task['task']}, {what}; "
              f"{r['num_problems']} {r['split']} problems; {r['device']}; {r['seconds']:.1f}s",
              f"greedy   accuracy {r['greedy_accuracy']:.4f}   digit accuracy {r['greedy_digit_accuracy']:.4f}" + (
                  f"   steps all right {r['greedy_steps_accuracy']:.4f}" if r["greedy_steps_accuracy"] is not None
@@ -364,6 +420,13 @@ def report_table(report: dict) -> str:
         lines.append(f"  {k:>5}  {row['sampled']:8.4f} {row['sampled_stderr']:9.4f}  {exact}")
     lines.append("  sampled: unbiased estimator from the samples (s.e. over problems); exact: 1 - (1 - p)^k, p = "
                  "p(right answer) from one teacher-forced pass" if r["exact_note"] is None else f"  {r['exact_note']}")
+    if r.get("by_length"):  # (the numbers above are the mean over these lengths)
+        ks = list(r["pass_at_k"])
+        lines.append("by length (the lines above: their mean)   " + "  ".join(f"pass@{k} sampled/exact" for k in ks))
+        for L, n in r["by_length"].items():
+            cells = "  ".join(f"{n['pass_at_k'][k]['sampled']:.4f}/" + (
+                f"{n['pass_at_k'][k]['exact']:.4f}" if n["pass_at_k"][k]["exact"] is not None else "-") for k in ks)
+            lines.append(f"  {L:>4} digits: greedy {n['greedy_accuracy']:.4f}   {cells}")
     return "\n".join(lines)
 
 
@@ -377,9 +440,36 @@ def write_plot(path: str, report: dict) -> Optional[str]:
     except ImportError:
         print("plot skipped: matplotlib is not installed (pip install -r requirements-tools.txt)", file=sys.stderr)
         return None
+    lengths = report.get("by_length")
+    fig, axes = plt.subplots(1, 2 if lengths else 1, figsize=(12 if lengths else 6, 4), squeeze=False)
+    plot_pass_at_k(axes[0][0], report)
+    if lengths:
+        plot_lengths(axes[0][1], report)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_lengths(ax, report: dict):
+    """Greedy accuracy and each asked pass@k (exact where there is one, else sampled) against operand length."""
+    by_length = report["by_length"]
+    x = [int(L) for L in by_length]
+    ax.plot(x, [n["greedy_accuracy"] for n in by_length.values()], marker="o", label="greedy accuracy")
+    for k in report["pass_at_k"]:
+        rows = [n["pass_at_k"][k] for n in by_length.values()]
+        exact = rows[0]["exact"] is not None
+        ax.plot(x, [r["exact"] if exact else r["sampled"] for r in rows], marker=".",
+                label=f"pass@{k} ({'exact' if exact else 'sampled'})")
+    ax.set(xlabel="operand length (digits)", ylabel="accuracy", ylim=(0, 1.02), title="against length")
+    ax.legend()
+    ax.grid(alpha=0.3)
+
+
+def plot_pass_at_k(ax, report: dict):
+    """pass@k against k: sampled with its standard error, and exact where there is one."""
     curve = report["pass_at_k_curve"]
     ks = [int(k) for k in curve]
-    fig, ax = plt.subplots(figsize=(6, 4))
     ax.errorbar(ks, [row["sampled"] for row in curve.values()], [row["sampled_stderr"] for row in curve.values()],
                 marker="o", ms=3, capsize=2, label=f"sampled ({report['samples']} a problem)")
     if report["exact_note"] is None:
@@ -392,10 +482,6 @@ def write_plot(path: str, report: dict) -> Optional[str]:
     ax.minorticks_off()
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
 
 
 def main(argv=None) -> int:
@@ -408,7 +494,8 @@ def main(argv=None) -> int:
             print(args.help_text)
             return 0
         check_args(args)
-        model, env, snap = load_for_evaluation(args.file)
+        model, envs, snap = load_for_evaluation(args.file, args.ndigits)
+        check_fits(model, envs, args.file)
         json_path, png_path = output_paths(args)
         try:
             device, _ = dist.pick_device_and_backend(args.device, "auto", 0)
@@ -420,9 +507,7 @@ def main(argv=None) -> int:
         args.temperature = args.temperature or from_config or 1.0
         args.num = args.num or (snap.get("config") or {}).get("num_eval") or 1000  # the run's own set, by default
         model.to(device)
-        a, b = env.eval_operands(args.num, args.split)
-        numbers, c, p = evaluate_set(model, env, a, b, args, device)
-        shown = show_lines(model, env, a, b, c, p, num_show=args.show, num_samples=args.samples)
+        numbers, shown = evaluate_lengths(model, envs, args, device)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -60,6 +60,7 @@ With `positions="absolute"`, position_ids returns
 None: the model's own 0, 1, 2, ... (learned absolute positions, as every other task).
 """
 
+import copy
 from typing import Optional
 
 import numpy as np
@@ -297,3 +298,37 @@ class LongAdditionEnvironment:
         value = self.decode_answer(tokens)
         claim = value if value is not None else f"malformed {self.decode_text(tokens)!r}"
         return f"claims {a}{self.op.symbol}{b}={claim}, truth {a + b}"
+
+
+# ---- the environments a config (or a file's task_args) describes ----------------------------------
+def parse_range(name: str, text: str) -> tuple:
+    """'lo-hi' (or one length 'L') -> (lo, hi), 1 <= lo <= hi; ValueError (one line) for anything else."""
+    parts = text.split("-")
+    if len(parts) in (1, 2) and all(p.strip().isdigit() for p in parts):
+        lo, hi = int(parts[0]), int(parts[-1])
+        if 1 <= lo <= hi:
+            return lo, hi
+    raise ValueError(f"{name}={text!r} is not a range of operand lengths 'lo-hi' with 1 <= lo <= hi; write e.g. '1-20'")
+
+
+MATH_ENV_KEYS = ("task", "ndigit", "reverse_answer", "use_format", "show_work", "test_fraction", "validation_fraction")
+
+
+def environments(task: dict, eval_lengths=()) -> dict:
+    """{"sft": warm start, "rl": RL, "eval": {length: env}} from a config's task_args() (what a snapshot stores):
+    one MathEnvironment for all three without rl_ndigits; else the task of many lengths, an environment per phase
+    and per evaluated length ({None: a copy of RL's} without any), each length's evaluation offsets kept within
+    the ids RL's training reaches. ValueError (one line) from the environments' own checks."""
+    if not task.get("rl_ndigits"):
+        env = MathEnvironment(**{k: task[k] for k in MATH_ENV_KEYS})
+        return {"sft": env, "rl": env, "eval": {None: env}}
+    offset = task.get("max_position_offset", 0)
+    long = lambda lengths, max_offset=offset: LongAdditionEnvironment(
+        lengths, positions=task.get("positions", "absolute"), max_position_offset=max_offset,
+        test_fraction=task["test_fraction"], validation_fraction=task["validation_fraction"])
+    rl = long(parse_range("rl_ndigits", task["rl_ndigits"]))
+    sft = long(parse_range("sft_ndigits", task["sft_ndigits"])) if task.get("sft_ndigits") else rl
+    top = rl.hi + 1 + offset  # the largest id a training problem reads
+    evals = {L: long((L, L), max(0, top - (L + 1))) for L in eval_lengths}
+    # (a copy: RL sets its environment's width every step, an evaluation's stays at the range's longest)
+    return {"sft": sft, "rl": rl, "eval": evals or {None: copy.copy(rl)}}

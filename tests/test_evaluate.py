@@ -20,6 +20,7 @@ from model.gpt import GPT, GPTConfig
 from rl import math_trainer, rl_ddp
 from rl.evaluate import (EvalResult, answer_probability, count_right_samples, evaluate, exact_pass_at_k, main,
                          pass_at_k_unbiased)
+from rl.long_env import environments
 from rl.math_env import SPLITS, MathEnvironment
 from rl.math_reward import digit_match, exact_match
 from rl.warm_start import teacher_forced_step
@@ -278,3 +279,56 @@ def test_numbers_that_blow_up_are_one_line_and_exit_1(snapshot_file, capsys):
                                    capsys)
     assert code == 1 and stderr.startswith("error: non-finite logits while sampling at temperature 1e-45")
     assert len(stderr.strip().splitlines()) == 1 and stdout == ""
+
+
+@pytest.fixture(scope="module")
+def long_file(tmp_path_factory):
+    """The RL snapshot of a tiny model of the task of many lengths (1-4 digits, coupled ids), taught 150 supervised
+    steps at the widths training draws: right at some lengths, not all."""
+    trainer = make_trainer(rl_ndigits="1-4", eval_ndigits="2,4", positions="coupled", max_position_offset=3,
+                           n_position=16, problem_sampler="uniform", rl_temperature=0.8)
+    optimizer, rng = torch.optim.Adam(trainer.model.parameters(), lr=3e-3), np.random.default_rng(0)
+    for step in range(150):
+        trainer.env.set_width(trainer.env.draw_width(rng))
+        teacher_forced_step(trainer.model, trainer.env, optimizer, *trainer.env.sample_operands(64, rng), "cpu",
+                            rng=rng)
+    trainer.model.eval()
+    path = tmp_path_factory.mktemp("long") / "rl_snapshot_3.pt"
+    torch.save(trainer.state_dict(), path)
+    return trainer, path
+
+
+def test_a_file_of_many_lengths_is_evaluated_at_each_length(long_file, tmp_path, capsys):
+    trainer, path = long_file
+    out = tmp_path / "long.json"
+    code, stdout, stderr = command([path, "--ndigits", 3, 1, "--num", 40, "--samples", 8, "--k", 1, 8, "--out", out],
+                                   capsys)
+    assert code == 0, stderr
+    report = json.loads(out.read_text())
+    assert list(report["by_length"]) == ["1", "3"] and report["by_length"]["3"]["num_problems"] == 40
+    assert report["num_problems"] == 40 + report["by_length"]["1"]["num_problems"]  # (1 digit: every test pair, 12)
+    for L, numbers in report["by_length"].items():  # each length's own fixed set, at its own width
+        env = environments(trainer.config.task_args(), [int(L)])["eval"][int(L)]
+        a, b = env.eval_operands(40, "test")
+        assert env.width == int(L) and numbers["greedy_accuracy"] == evaluate(trainer.model, env, a, b,
+                                                                               trainer.info).accuracy
+        p = answer_probability(trainer.model, env, *env.encode(a, b), 0.8)
+        assert numbers["pass_at_k"]["8"]["exact"] == pytest.approx(exact_pass_at_k(p, 8).mean().item())
+    mean = (report["by_length"]["1"]["greedy_accuracy"] + report["by_length"]["3"]["greedy_accuracy"]) / 2
+    assert report["greedy_accuracy"] == pytest.approx(mean) and 0 < mean < 1  # taught: right often, not always
+    assert "   3 digits: greedy" in stdout and (tmp_path / "long.png").read_bytes()[:4] == b"\x89PNG"
+    # no --ndigits: the lengths its run evaluated (eval_ndigits 2,4)
+    code, _, stderr = command([path, "--num", 10, "--samples", 2, "--k", 1, "--out", tmp_path / "d.json"], capsys)
+    assert code == 0, stderr
+    assert list(json.loads((tmp_path / "d.json").read_text())["by_length"]) == ["2", "4"]
+
+
+def test_lengths_the_file_cannot_take_are_one_line(long_file, snapshot_file, capsys):
+    _, path = long_file
+    code, _, stderr = command([path, "--ndigits", 40], capsys)
+    assert code == 2 and stderr == ("error: 40 digits need position ids up to 41, but the model of "
+                                    f"{path} has n_position=16; evaluate shorter lengths\n")
+    code, _, stderr = command([snapshot_file, "--ndigits", 3], capsys)
+    assert code == 2 and stderr.startswith("error: --ndigits needs a file of the task of many lengths (rl_ndigits); ")
+    code, _, stderr = command([path, "--ndigits", 0], capsys)
+    assert code == 2 and stderr == "error: --ndigits takes operand lengths of 1 or more, got 0\n"
