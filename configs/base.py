@@ -526,7 +526,10 @@ class BaseRLConfig:
         return {**self.to_dict(), "out_dir": "", "init_from": init}
 
     def __str__(self):
-        lines = [f"  {f.name} = {getattr(self, f.name)!r}" for f in fields(self)]
+        # a resolved config marks the row settings its objective never reads (rft's advantage_mode, dpo's four)
+        unread = objective_class(self.objective, self.advantage_mode).unread if self.objective else ()
+        lines = [f"  {f.name} = {getattr(self, f.name)!r}" + (f"  (not read by objective={self.objective})"
+                                                               if f.name in unread else "") for f in fields(self)]
         return f"{self.name}(\n" + "\n".join(lines) + "\n)"
 
     @classmethod

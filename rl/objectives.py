@@ -62,6 +62,7 @@ class PolicyGradient:
     sums = ()  # statistics of its own that the update sums, beside the trainer's
     owned = ()  # config fields only this objective reads (refused with any other)
     owner = ""  # how a message names it
+    unread = ()  # algorithm-row settings it never reads (the resolved config still holds the row's values)
     needs_reference = False  # the frozen policy RL starts from (a KL term asks for it too)
     keep_only_right = False  # rollouts drop every answer that is not exactly right
 
@@ -157,6 +158,7 @@ class RejectionSampling(PolicyGradient):
     """objective=rft: rollouts keep only the answers that are exactly right (rl/rollout.py), and each
     has advantage 1: the policy loss is then their log-likelihood."""
     keep_only_right = True
+    unread = ("advantage_mode",)  # every right answer has advantage 1
 
     @staticmethod
     def ignored(config, settings: dict, given, changed) -> str:
@@ -256,6 +258,7 @@ class Preference:
     sums = ("pairs", "preferred", "chosen_reward", "rejected_reward")
     owned = ("dpo_beta",)
     owner = "objective=dpo"
+    unread = ("advantage_mode", "loss_aggregation", "clip_low", "clip_high")  # the DPO loss reads pairs
     skip_zero = False  # a pair has no advantage to test
     needs_reference = True  # the DPO loss is measured against the policy RL started from
     keep_only_right = False
@@ -270,7 +273,7 @@ class Preference:
             return "kl_coef has no effect with objective=dpo: dpo_beta is DPO's KL strength; set kl_coef=0"
         if config.entropy_coef > 0:
             return "entropy_coef has no effect with objective=dpo: the DPO loss has no entropy term; set entropy_coef=0"
-        name = next((n for n in ("advantage_mode", "loss_aggregation", "clip_low", "clip_high") if given(n)), None)
+        name = next((n for n in Preference.unread if given(n)), None)
         if name:
             return f"{name} has no effect with objective=dpo: the DPO loss reads pairs, not advantages; leave it unset"
         return ""

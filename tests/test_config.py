@@ -615,3 +615,13 @@ def test_help_for_an_unknown_config_is_the_one_line_error(capsys):
     out, err = capsys.readouterr()
     assert out == "" and err.splitlines() == [f"error: unknown config 'AdderConfig'; did you mean 'AdderRLConfig'? "
                                               f"known configs: {known_configs()}"]
+
+
+def test_the_printed_config_marks_the_row_settings_an_objective_never_reads():
+    from configs.adder import AdderRLConfig
+    marked = lambda algorithm: sorted(line.split()[0] for line in str(AdderRLConfig(rl_algorithm=algorithm)
+                                                                      .get_args_ready()).splitlines()
+                                      if line.endswith(f"(not read by objective={algorithm})"))
+    assert marked("dpo") == ["advantage_mode", "clip_high", "clip_low", "loss_aggregation"]
+    assert marked("rft") == ["advantage_mode"]
+    assert "not read" not in str(AdderRLConfig(rl_algorithm="dapo").get_args_ready())

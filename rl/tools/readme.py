@@ -50,25 +50,34 @@ def what_it_learns(resolved: dict) -> str:
 
 
 def headline() -> str:
-    """Each shipped preset end to end: test accuracy at the end and wall seconds of the whole run."""
+    """Each shipped preset end to end: test accuracy at the end and wall seconds of the whole run, on the CPU and,
+    where measured, on a GPU (the settings chosen there, rl/tools/gpu.py)."""
     rows, sources, machines = [], [], set()
     for config in PRESETS:
         rs = preset_runs(config)
         if not rs:
-            rows.append([f"`{config}`", "(not measured)", "-", "-", "-", f"`python rl/rl_ddp.py --config_name {config}`"])
+            rows.append([f"`{config}`", "(not measured)", "-", "-", "-", "-",
+                         f"`python rl/rl_ddp.py --config_name {config}`"])
             continue
         machines |= {f"{r['cpu']}, {r['cores']} cores, {r['threads']} threads, torch {r['torch']}" for r in rs}
-        rows.append([f"`{config}`", what_it_learns(rs[0]["resolved_config"]), len(rs), median_range([r["final_accuracy"] for r in rs]),
+        rows.append([f"`{config}`", what_it_learns(rs[0]["resolved_config"]), f"CPU, {rs[0]['cores']} cores", len(rs),
+                     median_range([r["final_accuracy"] for r in rs]),
                      median_range([r["wall_seconds"] for r in rs], "{:.0f}"),
                      f"`python rl/rl_ddp.py --config_name {config}`"])
         sampler = {r["sampler"] for r in rs} - {"default"}
         sources.append(f"`python -m rl.tools.benchmark --configs {config} --seeds {' '.join(str(r['seed']) for r in rs)}"
                        + "".join(f" --samplers {s}" for s in sorted(sampler)) + "`")
-    table = markdown_table(["preset", "task", "seeds", "test accuracy, median (min-max)", "wall s (warm start included)",
-                            "command"], rows)
-    return (table + "\n\nMeasured on " + "; ".join(sorted(machines)) + ", one run at a time; GPU: not measured yet. "
-            "From the files in `results/benchmark/` written by " + ", ".join(sources) + " (each run is the command "
-            "shown with `--seed=S --no_wandb`, and the preset's own `--problem_sampler` where the benchmark names it).")
+    for config, rs in gpu_runs().items():  # (the GPU's settings in the command; "On a GPU" below says more)
+        rows.append([f"`{config}`", what_it_learns(rs[0]["resolved_config"]), rs[0]["gpu"], len(rs),
+                     median_range([r["final_accuracy"] for r in rs]), median_range([r["wall_seconds"] for r in rs],
+                                                                                  "{:.0f}"),
+                     f"`python rl/rl_ddp.py --config_name {config} {' '.join('--' + kv for kv in rs[0]['set'])}`"])
+    table = markdown_table(["preset", "task", "machine", "seeds", "test accuracy, median (min-max)",
+                            "wall s (warm start included)", "command"], rows)
+    return (table + "\n\nCPU rows: " + "; ".join(sorted(machines)) + ", one run at a time, from the files in "
+            "`results/benchmark/` written by " + ", ".join(sources) + " (each run is the command shown with "
+            "`--seed=S --no_wandb`, and the preset's own `--problem_sampler` where the benchmark names it). GPU rows: "
+            "`results/gpu/`, written by `python -m rl.tools.gpu` (README, \"On a GPU\").")
 
 
 def problem_selection() -> str:
@@ -149,7 +158,8 @@ def gpu_runs() -> dict:
     for r in results.load("gpu"):
         if "seed" in r:
             groups.setdefault(r["config"], {}).setdefault(tuple(r["set"]), []).append(r)
-    return {config: max(by_set.values(), key=len) for config, by_set in sorted(groups.items())}
+    order = lambda config: PRESETS.index(config) if config in PRESETS else len(PRESETS)
+    return {config: max(groups[config].values(), key=len) for config in sorted(groups, key=order)}
 
 
 def gpu_presets() -> str:
