@@ -5,10 +5,12 @@ is followed by a one-line docstring; `python rl/rl_ddp.py --help` prints them.
 """
 
 import ast
+import functools
 import inspect
 import math
 import numbers
 import os
+import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Optional, Union, get_args, get_origin
 
@@ -22,20 +24,19 @@ from rl.math_reward import parse_reward_spec
 from rl.objectives import OBJECTIVES, objective_class
 from rl.problem_sampler import PROBLEM_SAMPLERS, PrioritizedSampler
 
-# Field checks by kind; each owner (the environment, the model, the algorithm table, the rewards)
-# checks the rest itself.
-POSITIVE = ("ndigit", "num_eval", "n_layer", "n_head", "n_embed", "n_position", "sft_batch_size", "sft_eval_interval",
-            "sft_save_interval", "sft_num_eval", "rl_batch_size", "rl_rollout_size", "rl_ga_steps", "eval_interval",
-            "save_interval", "keep_snapshots", "max_bad_steps", "log_interval", "eval_batch_size", "learning_rate",
-            "replay_capacity", "rl_target_evals",
-            "sft_learning_rate", "rl_temperature", "critic_learning_rate", "dpo_beta")
-NON_NEGATIVE = ("sft_max_steps", "sft_worked_examples", "sft_patience", "sft_warmup_steps", "rl_train_steps",
-                "warmup_steps", "weight_decay", "grad_clip", "num_mistakes", "seed", "kl_coef", "entropy_coef",
-                "dynamic_sampling_max_rounds", "value_clip", "priority_floor", "max_position_offset")
-# in [0, 1]; the value says whether 1 itself is allowed
-UNIT_INTERVAL = {"dropout": True, "baseline_momentum": True, "min_lr_ratio": True, "sft_target_accuracy": True,
-                 "adam_beta1": False, "adam_beta2": False, "gamma": True, "gae_lambda": True, "priority_decay": True,
-                 "replay_share": True, "rl_target_accuracy": True}
+# Field checks by kind: each range is written once, at the end of its field's docstring, "(> 0)", "(>= 0)",
+# "(in [0, 1])" or "(in [0, 1))", and checked from there (field_ranges); each owner (the environment, the
+# model, the algorithm table, the rewards) checks the rest itself.
+RANGE_MARK = re.compile(r"\((> 0|>= 0|in \[0, 1\]|in \[0, 1\))\)$")
+
+
+@functools.lru_cache(maxsize=1)
+def field_ranges() -> dict:
+    """{field: "> 0" | ">= 0" | "in [0, 1]" | "in [0, 1)"}, read from BaseRLConfig's own field docstrings."""
+    docs = BaseRLConfig.field_docs(own=True)
+    return {name: m.group(1) for name, doc in docs.items() if (m := RANGE_MARK.search(doc))}
+
+
 ALGORITHM_FIELDS = tuple(next(iter(ALGORITHMS.values())))  # the settings a row of the table fixes
 # Upper bounds of integer settings: torch and numpy hold sizes, counts and indices in int64, so a larger
 # value fails deep in a run (a batch of 2**63 problems: "Maximum allowed dimension exceeded"). The seed
@@ -382,23 +383,23 @@ class BaseRLConfig:
                 raise ConfigError(f"{f.name} must be an integer, got {value!r}")
             if kind is bool and value is not None and not isinstance(value, bool):
                 raise ConfigError(f"{f.name} must be true or false, got {value!r}")
-        for key in POSITIVE:
-            if getattr(self, key) <= 0:
-                raise ConfigError(f"{key} must be positive, got {getattr(self, key)}")
-        for key in NON_NEGATIVE:
-            if getattr(self, key) < 0:
-                raise ConfigError(f"{key} must be zero or positive, got {getattr(self, key)}")
-        for key, closed in UNIT_INTERVAL.items():
+        for key, kind in field_ranges().items():
             value = getattr(self, key)
-            if not 0.0 <= value <= 1.0 or (value == 1.0 and not closed):
-                raise ConfigError(f"{key} must be in [0, 1{']' if closed else ')'}, got {value}")
+            if value is None:  # (an algorithm-row setting left to the algorithm: the table's value is in range)
+                continue
+            if kind == "> 0" and value <= 0:
+                raise ConfigError(f"{key} must be positive, got {value}")
+            if kind == ">= 0" and value < 0:
+                raise ConfigError(f"{key} must be zero or positive, got {value}")
+            if kind.startswith("in") and (not 0.0 <= value <= 1.0 or (value == 1.0 and kind.endswith(")"))):
+                raise ConfigError(f"{key} must be {kind}, got {value}")
         for f in fields(self):
             value = getattr(self, f.name)
             if field_type(f) is not int or value is None or f.name in BOUNDED_BY_OWNER:
                 continue
             top, top_text, why = INT_MAX.get(f.name, INT64)
             if value > top:
-                low = 1 if f.name in POSITIVE or f.name in ALGORITHM_FIELDS else 0
+                low = 1 if field_ranges().get(f.name) == "> 0" or f.name in ALGORITHM_FIELDS else 0
                 raise ConfigError(f"{f.name}={value} is outside [{low}, {top_text}] ({why}); "
                                   f"use a value in that range")
 
@@ -533,10 +534,11 @@ class BaseRLConfig:
         return f"{self.name}(\n" + "\n".join(lines) + "\n)"
 
     @classmethod
-    def field_docs(cls) -> dict:
-        """{field: its one-line docstring}, read from the class bodies (subclass docs win)."""
+    def field_docs(cls, own: bool = False) -> dict:
+        """{field: its one-line docstring}, read from the class bodies (subclass docs win); own: this class's
+        body alone."""
         docs = {}
-        for klass in reversed(cls.__mro__):
+        for klass in [cls] if own else reversed(cls.__mro__):
             if not (isinstance(klass, type) and issubclass(klass, BaseRLConfig)):
                 continue
             body = ast.parse(inspect.getsource(klass)).body[0].body

@@ -13,7 +13,7 @@ import torch
 
 import configs
 from configs import all_config_classes, get_config_class
-from configs.base import BaseRLConfig, ConfigError
+from configs.base import BaseRLConfig, ConfigError, field_type
 from configs.cli import build_config, parse_command_line
 from model.gpt import GPT, GPTConfig
 from rl import dist
@@ -625,3 +625,21 @@ def test_the_printed_config_marks_the_row_settings_an_objective_never_reads():
     assert marked("dpo") == ["advantage_mode", "clip_high", "clip_low", "loss_aggregation"]
     assert marked("rft") == ["advantage_mode"]
     assert "not read" not in str(AdderRLConfig(rl_algorithm="dapo").get_args_ready())
+
+
+def test_each_range_is_written_once_in_its_docstring_and_checked_from_there():
+    from dataclasses import fields as dataclass_fields
+    from configs.base import BaseRLConfig, field_ranges
+    ranges = field_ranges()
+    # every positivity or unit-interval check of the config reads a docstring: one place per range
+    assert len(ranges) > 40 and set(ranges.values()) == {"> 0", ">= 0", "in [0, 1]", "in [0, 1)"}
+    types = {f.name: f for f in dataclass_fields(BaseRLConfig)}
+    for name, kind in ranges.items():
+        is_int = field_type(types[name]) is int
+        bad = {"> 0": 0 if is_int else 0.0, ">= 0": -1 if is_int else -0.5, "in [0, 1]": 1.5, "in [0, 1)": 1.0}[kind]
+        words = {"> 0": "positive", ">= 0": "zero or positive"}.get(kind, kind)
+        with pytest.raises(ConfigError) as e:
+            BaseRLConfig(**{name: bad})._check_numbers()
+        assert str(e.value) == f"{name} must be {words}, got {bad}"
+    # a docstring without a range puts no bound on its field here (ndigit's 1 to 9 is its environment's)
+    BaseRLConfig(ndigit=0)._check_numbers()
