@@ -22,7 +22,7 @@ from rl import long_env
 from rl.math_env import MathEnvironment
 from rl.math_reward import parse_reward_spec
 from rl.objectives import OBJECTIVES, objective_class
-from rl.problem_sampler import PROBLEM_SAMPLERS, PrioritizedSampler
+from rl.problem_sampler import PROBLEM_SAMPLERS, SAMPLER_CLASSES, PrioritizedSampler
 
 # Field checks by kind: each range is written once, at the end of its field's docstring, "(> 0)", "(>= 0)",
 # "(in [0, 1])" or "(in [0, 1))", and checked from there (field_ranges); each owner (the environment, the
@@ -432,12 +432,10 @@ class BaseRLConfig:
                 fix = (f"{name} has no effect when each rollout feeds one optimizer step (the PPO ratio is 1); "
                        f"raise ppo_epochs or ppo_minibatches, or leave it unset")
         owners = [(cls.owned, cls is not chosen, f"belongs to {cls.owner}") for cls in OBJECTIVES.values() if cls.owned]
+        owners += [(cls.owned, name != self.problem_sampler, f"belongs to problem_sampler={name}")
+                   for name, cls in SAMPLER_CLASSES.items() if cls.owned]  # each sampler declares its own
         owners += [(("kl_estimator",), self.kl_coef == 0, "needs kl_coef > 0"),
                   (("baseline_momentum",), mode != "baseline", "belongs to advantage_mode=baseline"),
-                  (("priority_floor", "priority_decay"), self.problem_sampler != "prioritized",
-                   "belongs to problem_sampler=prioritized"),
-                  (("replay_share", "replay_capacity"), self.problem_sampler != "replay",
-                   "belongs to problem_sampler=replay"),
                   (LONG_TASK_FIELDS, not self.rl_ndigits, "belongs to the task of many lengths (rl_ndigits)"),
                   (("rl_target_evals",), self.rl_target_accuracy == 0, "needs rl_target_accuracy > 0"),
                   (("dynamic_sampling_max_rounds",), not settings["dynamic_sampling"],

@@ -51,6 +51,7 @@ def training_only(env: MathEnvironment, keys: np.ndarray, successes: np.ndarray)
 class UniformSampler:
     """Every problem uniformly from the training split (rejection from all pairs): the original
     recipe's draws, unchanged. No state."""
+    owned = ()  # config fields only this sampler reads, in its constructor's order
 
     def __init__(self, env: MathEnvironment):
         self.env = env
@@ -93,6 +94,7 @@ class PrioritizedSampler:
     Memory: two float64 per training pair, for operand spaces of at most ENUMERATE_LIMIT ordered
     pairs (2-digit multiplication: 8,461 training pairs; 3-digit addition or multiplication:
     about 850,000, 14 MB); larger spaces use `replay`."""
+    owned = ("priority_floor", "priority_decay")
 
     def __init__(self, env: MathEnvironment, floor: float, decay: float):
         self.check_fits(env)
@@ -173,6 +175,7 @@ class ReplaySampler:
     Sources: the probe in the problem-selection review (half the prompts from a buffer of
     4,096); replaying prompts by their recent outcomes, as GRESO (arXiv 2506.02177) skips those
     whose recent groups were all equal and Kimi k1.5 (2501.12599) favours low success rates."""
+    owned = ("replay_share", "replay_capacity")
 
     def __init__(self, env: MathEnvironment, share: float, capacity: int):
         self.env, self.share, self.capacity = env, share, capacity
@@ -211,12 +214,11 @@ class ReplaySampler:
 
 
 def make_problem_sampler(config, env: MathEnvironment):
-    """The sampler `config.problem_sampler` names, with its settings."""
-    if config.problem_sampler == "prioritized":
-        return PrioritizedSampler(env, config.priority_floor, config.priority_decay)
-    if config.problem_sampler == "replay":
-        return ReplaySampler(env, config.replay_share, config.replay_capacity)
-    return UniformSampler(env)
+    """The sampler `config.problem_sampler` names, built from the settings it owns."""
+    cls = SAMPLER_CLASSES[config.problem_sampler]
+    return cls(env, *(getattr(config, name) for name in cls.owned))
 
 
-PROBLEM_SAMPLERS = ("uniform", "prioritized", "replay")
+# name -> class; each class's `owned` names the config fields only it reads, in its constructor's order
+SAMPLER_CLASSES = {"uniform": UniformSampler, "prioritized": PrioritizedSampler, "replay": ReplaySampler}
+PROBLEM_SAMPLERS = tuple(SAMPLER_CLASSES)
