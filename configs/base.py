@@ -69,11 +69,10 @@ def parse_range(name: str, text: str) -> tuple:
 
 def parse_lengths(text: str) -> list:
     """eval_ndigits '5,10,20' -> [5, 10, 20] (sorted, distinct; [] for ""); ConfigError for anything else."""
-    parts = [p.strip() for p in text.split(",")] if text else []
-    if not all(p.isdigit() and int(p) >= 1 for p in parts):
-        raise ConfigError(f"eval_ndigits={text!r} is not a list of operand lengths of 1 or more; "
-                          f"write e.g. '5,10,20,40,100'")
-    return sorted({int(p) for p in parts})
+    try:
+        return long_env.parse_lengths(text)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def field_type(f) -> type:

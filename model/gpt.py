@@ -247,8 +247,8 @@ class GPT(nn.Module):
     def forward(self, idx, cache: KVCache = None, pos=None, *, check_pos: bool = True):
         """idx (B, T) token ids -> logits (B, T, V). With a cache, idx continues what it holds.
         pos (B, T): the position id of each token; None: cache.pos + 0, 1, ..., T - 1."""
-        with self.autocast():
-            return self.lm_head(self.hidden(idx, cache, pos, check_pos=check_pos))
+        with self.autocast():  # (one context for the trunk and the head: hidden's would be a second)
+            return self.lm_head(self._hidden(idx, cache, pos, check_pos))
 
     def hidden(self, idx, cache: KVCache = None, pos=None, *, check_pos: bool = True):
         """idx (B, T) -> the final LayerNorm's output (B, T, C), what the output head reads.

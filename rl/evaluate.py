@@ -43,7 +43,7 @@ from tqdm import tqdm
 from rl import dist, seeding
 from rl.algorithms import answer_logits, answer_mask, masked, token_logprobs
 from rl.errors import ConfigError, TrainingError  # (TrainingError re-exported: from rl.evaluate import it works)
-from rl.long_env import environments
+from rl.long_env import environments, parse_lengths
 from rl.math_env import MathEnvironment
 from rl.math_reward import digit_match, exact_match, steps_match
 from rl.run_dir import WriteError, write_json
@@ -294,9 +294,8 @@ def load_for_evaluation(path: str, ndigits=None):
     if ndigits and not task.get("rl_ndigits"):
         raise ConfigError(f"--ndigits needs a file of the task of many lengths (rl_ndigits); {path} is "
                           f"{task.get('ndigit')}-digit {task.get('task')} only: leave --ndigits out")
-    ran = (snap.get("config") or {}).get("eval_ndigits") or ""
-    lengths = sorted(set(ndigits or [int(x) for x in ran.split(",") if x.strip()]))
-    try:
+    try:  # the lengths asked for, else those its run evaluated
+        lengths = sorted(set(ndigits or parse_lengths((snap.get("config") or {}).get("eval_ndigits") or "")))
         envs = environments(task, lengths)["eval"]
     except (TypeError, ValueError, KeyError) as e:
         raise ConfigError(f"{path} names a task this version cannot build ({e})") from None

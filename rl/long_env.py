@@ -311,6 +311,15 @@ def parse_range(name: str, text: str) -> tuple:
     raise ValueError(f"{name}={text!r} is not a range of operand lengths 'lo-hi' with 1 <= lo <= hi; write e.g. '1-20'")
 
 
+def parse_lengths(text: str) -> list:
+    """eval_ndigits '5,10,20' -> [5, 10, 20] (sorted, distinct; [] for ""); ValueError (one line) for anything else."""
+    parts = [p.strip() for p in text.split(",")] if text else []
+    if not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise ValueError(f"eval_ndigits={text!r} is not a list of operand lengths of 1 or more; "
+                         f"write e.g. '5,10,20,40,100'")
+    return sorted({int(p) for p in parts})
+
+
 MATH_ENV_KEYS = ("task", "ndigit", "reverse_answer", "use_format", "show_work", "test_fraction", "validation_fraction")
 
 
