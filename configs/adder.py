@@ -28,10 +28,10 @@ class LongAdderRLConfig(BaseRLConfig):
     """inside the warm start's range, inside RL's, and past both up to 100 digits"""
     positions: str = "coupled"
     """digit i of a, b and the sum share one id: the id of a digit's column, whatever the number's length"""
-    max_position_offset: int = 106
-    """offsets up to 106 train every id a 100-digit evaluation reads (1 .. 101) on short problems (>= 0)"""
+    max_position_offset: int = 105
+    """offsets up to 105 train every id a 100-digit evaluation reads (1 .. 102) on short problems (>= 0)"""
     n_position: int = 128
-    """RL's 20-digit problems at the largest offset need 20 + 2 + 106 = 128 ids (> 0)"""
+    """RL's 20-digit problems at the largest offset need 20 + 3 + 105 = 128 ids (> 0)"""
     problem_sampler: str = "uniform"
     """the other samplers key problems by a * 10^ndigit + b, which numbers of 20 digits do not fit"""
 

@@ -43,7 +43,7 @@ from rl.snapshot import check_compatible, load_snapshot, save_atomic, save_on_ma
 # Bump when a code change alters what a warm start with the same settings computes, so caches
 # made by the old code are not reused. 2: one optimizer for both phases (no decay on LayerNorm
 # gains), the validation split. 3: checks every step from half the target.
-WARM_START_VERSION = 3
+WARM_START_VERSION = 4
 FINGERPRINT_KEYS = ("seed", "sft_max_steps", "sft_batch_size", "sft_learning_rate", "sft_warmup_steps",
                     "sft_target_accuracy", "sft_eval_interval", "sft_num_eval", "weight_decay", "adam_beta1",
                     "adam_beta2", "grad_clip")

@@ -326,7 +326,7 @@ def test_a_file_of_many_lengths_is_evaluated_at_each_length(long_file, tmp_path,
 def test_lengths_the_file_cannot_take_are_one_line(long_file, snapshot_file, capsys):
     _, path = long_file
     code, _, stderr = command([path, "--ndigits", 40], capsys)
-    assert code == 2 and stderr == ("error: 40 digits need position ids up to 41, but the model of "
+    assert code == 2 and stderr == ("error: 40 digits need position ids up to 42, but the model of "
                                     f"{path} has n_position=16; evaluate shorter lengths\n")
     code, _, stderr = command([snapshot_file, "--ndigits", 3], capsys)
     assert code == 2 and stderr.startswith("error: --ndigits needs a file of the task of many lengths (rl_ndigits); ")

@@ -38,21 +38,21 @@ def test_worked_example_and_its_coupled_ids():
     env = LongAdditionEnvironment((1, 3), positions="coupled", max_position_offset=10)
     assert text(env, 12, 345) == ("012+345=", "7530$")  # 357 in 4 digits, reversed
     at_zero = LongAdditionEnvironment((1, 3), positions="coupled")  # no offsets: the module docstring's example
-    assert at_zero.position_ids(1).tolist() == [[3, 2, 1, 0, 3, 2, 1, 0, 1, 2, 3, 4, 0]]
+    assert at_zero.position_ids(1).tolist() == [[4, 3, 2, 1, 4, 3, 2, 1, 2, 3, 4, 5, 0]]
     # an evaluation's offsets (rng None) are drawn from a fixed seed: the same every time, within the range
     evaluation = env.position_ids(300)
     assert torch.equal(evaluation, env.position_ids(300)) and torch.equal(evaluation[:100], env.position_ids(100))
-    assert set((evaluation[:, 2] - 1).tolist()) == set(range(11))
+    assert set((evaluation[:, 2] - 2).tolist()) == set(range(11))
     # the same format and vocabulary as the 3-digit adder
     fixed = MathEnvironment("adder", 3)
     assert text(env, 999, 999) == text(fixed, 999, 999) == ("999+999=", "8991$")
     assert env.itos == fixed.itos and (env.prompt_len, env.answer_len) == (fixed.prompt_len, fixed.answer_len)
-    # a training offset moves every digit's id by the same amount and leaves "+", "=", "$" at 0
+    # a training offset moves every id by the same amount (the separators' too) and leaves "$" at 0
     pos = env.position_ids(500, np.random.default_rng(0))
-    offsets = pos[:, 2] - 1
+    offsets = pos[:, 2] - 2
     base = at_zero.position_ids(1)
     assert torch.equal(pos, torch.where(base > 0, base + offsets[:, None], 0))
-    assert offsets.min() == 0 and offsets.max() == 10 and env.num_position_ids == 3 + 2 + 10 == int(pos.max()) + 1
+    assert offsets.min() == 0 and offsets.max() == 10 and env.num_position_ids == 3 + 3 + 10 == int(pos.max()) + 1
     assert LongAdditionEnvironment((1, 3)).position_ids(4) is None  # absolute: the model's own 0, 1, 2, ...
 
 
@@ -240,7 +240,7 @@ def test_the_rollouts_ids_reach_the_sampler_and_the_update(monkeypatch):
     monkeypatch.setattr(objectives, "token_logprobs", spy_logprobs)
     trainer.train_step()
     _, batch, _ = seen["rollout"]
-    offsets = batch.pos[:, 0] - trainer.env.width  # each problem's offset (its first digit's id is width + offset)
+    offsets = batch.pos[:, 0] - trainer.env.width - 1  # each problem's offset (its first digit's id is width + 1 + offset)
     assert offsets.min() >= 0 and offsets.max() <= 9 and len(set(offsets.tolist())) > 3
     m = batch.mask(trainer.env.end_token)
     torch.testing.assert_close(seen["logp"][m], batch.logp[m], atol=2e-5, rtol=1e-5)
@@ -265,9 +265,9 @@ LONG = dict(rl_ndigits="1-6", positions="coupled", max_position_offset=9, proble
     (dict(task="multiplier"), "rl_ndigits needs task=adder with show_work=false"),
     (dict(reverse_answer=False), "rl_ndigits needs task=adder"),
     (dict(problem_sampler="replay"), "problem_sampler=replay cannot key problems of many lengths"),
-    (dict(eval_ndigits="5,100"), "need 102 position ids but n_position=64; raise n_position to 102"),
+    (dict(eval_ndigits="5,100"), "need 103 position ids but n_position=64; raise n_position to 103"),
     (dict(positions="absolute", max_position_offset=0, rl_ndigits="1-20"), "need 64 position ids but n_position=63"),
-    (dict(max_position_offset=60), "need 68 position ids but n_position=64"),
+    (dict(max_position_offset=60), "need 69 position ids but n_position=64"),
     (dict(positions="sideways"), "unknown positions 'sideways'"),
     (dict(positions="absolute"), "max_position_offset must be 0 (absolute positions)"),
 ])
