@@ -1,0 +1,232 @@
+"""Past the training lengths: does RL carry addition further than supervised training at equal seconds?
+
+    python -m rl.tools.lengths --seeds 0 1 2          # run (or read back) each seed, then the table
+    python -m rl.tools.lengths --table                # the table and the plot from the saved files only
+
+One seed is one run of the config (LongAdderRLConfig: a warm start on sft_ndigits, 1-10 digits, then RL
+on rl_ndigits, 1-20, for rl_train_steps), then three arms from that run's one warm start:
+
+    none  the warm start itself
+    rl    the run's last snapshot: RL with the final-answer reward
+    sft   supervised training on rl_ndigits with the right answers, for as many seconds as RL's
+          steps took (rl_train_seconds): teacher forcing as the warm start trains (one width a step,
+          random position offsets, its batch and learning rate), 10 warmup steps, cosine to a tenth
+
+Each arm is evaluated alike at every length of --ndigits, on the test split (reported) and on the
+validation split (what a choice between settings may read): greedy accuracy, and the exact pass@k
+of --k from one teacher-forced pass (rl/evaluate.py: the right sum is one token sequence, so
+p(right) is exact and pass@k = 1 - (1 - p)^k has no sampling noise). The table gives, per arm and
+length, the median (min-max) over seeds, and the longest length up to which an arm holds >= 0.99
+and >= 0.5 at every evaluated length. Each seed is written to results/lengths/<config>-seed<S>.json
+as it finishes; a seed whose file exists is read back, not run.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import time
+
+import numpy as np
+import torch
+
+from configs.cli import build_config, parse_command_line
+from model.gpt import GPT, GPTConfig
+from rl import run_dir, seeding
+from rl.dist import DistInfo
+from rl.evaluate import evaluate, exact_pass_at_k, p_right
+from rl.long_env import environments
+from rl.snapshot import load_snapshot
+from rl.tools import launch, results
+from rl.tools.report import markdown_table, median_range
+from rl.update import lr_lambda
+from rl.warm_start import teacher_forced_step
+
+ARMS = ("none", "sft", "rl")
+ARM_NAMES = {"none": "warm start only", "sft": "+ supervised", "rl": "+ RL"}
+LENGTHS = (5, 10, 15, 20, 30, 40, 60, 80, 100)
+THRESHOLDS = (0.99, 0.5)
+
+
+def supervised_arm(model, config, env, seconds: float, seed: int) -> dict:
+    """Supervised training of model (the warm start's weights) on env's lengths for `seconds`; returns
+    its steps and seconds. The schedule's length is re-estimated from the pace at every step, so that
+    the cosine ends when the seconds do."""
+    optimizer = model.configure_optimizer(lr=config.sft_learning_rate, weight_decay=config.weight_decay,
+                                          betas=(config.adam_beta1, config.adam_beta2))
+    model.train()
+    t0, i, total = time.time(), 0, 10 ** 9
+    while time.time() - t0 < seconds:
+        for group in optimizer.param_groups:
+            group["lr"] = config.sft_learning_rate * lr_lambda(i, warmup_steps=10, total_steps=total, min_lr_ratio=0.1)
+        # as the warm start's steps, on streams of their own (seed + 1), so no problem repeats one of RL's draws
+        seeding.set_step_width(env, seed + 1, i, seeding.SFT_WIDTHS)
+        problems = seeding.numpy_rng(seed + 1, 0, i, seeding.SFT_PROBLEMS)
+        a, b = env.sample_operands(config.sft_batch_size, problems)
+        teacher_forced_step(model, env, optimizer, a, b, "cpu", grad_clip=config.grad_clip,
+                            rng=seeding.numpy_rng(seed + 1, 0, i, seeding.POSITIONS))
+        i += 1
+        total = max(i + 1, int(i * seconds / (time.time() - t0)))
+    model.eval()
+    return {"sft_steps": i, "sft_seconds": round(time.time() - t0, 1)}
+
+
+def evaluate_arm(model, envs: dict, num: int, ks: list, temperature: float) -> dict:
+    """{split: {length: {"greedy", "pass@k" exact...}}} on the fixed sets of test and validation."""
+    out = {}
+    for split in ("test", "validation"):
+        out[split] = {}
+        for length, env in envs.items():
+            a, b = env.eval_operands(num, split)
+            greedy = evaluate(model, env, a, b, DistInfo(), batch_size=250, num_mistakes=0, split=split)
+            p = p_right(model, env, a, b, temperature=temperature, batch_size=250)
+            out[split][str(length)] = {"greedy": greedy.accuracy, "mean_p_right": p.mean().item(),
+                                       **{f"pass@{k}": exact_pass_at_k(p, k).mean().item() for k in ks}}
+    return out
+
+
+def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: int, ks: list) -> dict:
+    """One seed: read back from results/lengths/ when its file exists, else run, evaluated and saved."""
+    label = "-".join([config_name, *(["+".join(overrides)] if overrides else []), f"seed{seed}"])
+    file = results.path("lengths", label)
+    if os.path.exists(file):
+        with open(file) as f:
+            return json.load(f)
+    out = os.path.join("out", "lengths", label)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    args = ["--config_name", config_name, f"--seed={seed}", "--no_wandb", "--resume=never", f"--out_dir={out}",
+            *[f"--{kv}" for kv in overrides]]
+    launch.run(args, log_path=run_dir.log_path(out))
+    summary = run_dir.read_summary(out)
+    config = build_config(parse_command_line(args))
+    envs = environments(config.task_args(), lengths)
+    model = GPT(GPTConfig(**config.model_args()))
+    warm = load_snapshot(run_dir.warm_start_path(out))["model"]
+    last = load_snapshot(run_dir.snapshot_steps(out)[-1][1])["model"]  # (step, path) of the last
+    arms, extra = {}, {}
+    for arm in ARMS:
+        model.load_state_dict(last if arm == "rl" else warm)
+        if arm == "sft":
+            extra = supervised_arm(model, config, envs["rl"], summary["rl_train_seconds"], seed)
+        model.eval()
+        arms[arm] = evaluate_arm(model, envs["eval"], num, ks, config.rl_temperature)
+        print(json.dumps({"seed": seed, "arm": arm, "test_greedy": {L: round(v["greedy"], 3)
+                                                                    for L, v in arms[arm]["test"].items()}}))
+    rec = {"tool": "lengths", **results.machine(),
+           "command": f"python -m rl.tools.lengths --config {config_name} --seeds {seed}"
+                      f"{' --set ' + ' '.join(overrides) if overrides else ''}",
+           "key": {"config": config_name, "seed": seed, "overrides": overrides}, "lengths": lengths, "ks": ks,
+           "num_problems": num, "config": run_dir.read_config(out), "summary": summary, **extra,
+           "rl_train_seconds": round(summary["rl_train_seconds"], 1), "arms": arms,
+           "rl_curve": [(r["step"], r.get("val/accuracy"), {k[len("val/accuracy_len"):]: v for k, v in r.items()
+                                                              if k.startswith("val/accuracy_len")})
+                        for r in run_dir.read_metrics(out) if "val/accuracy" in r]}
+    results.save(rec, file)
+    return rec
+
+
+def saved(config: str = "LongAdderRLConfig", overrides: list = (), seeds=None) -> list:
+    """The saved records of config with these overrides (the preset as it ships: none), by seed."""
+    recs = [r for r in results.load("lengths") if r["key"]["config"] == config
+            and r["key"]["overrides"] == list(overrides) and (seeds is None or r["key"]["seed"] in seeds)]
+    return sorted(recs, key=lambda r: r["key"]["seed"])
+
+
+def provenance(recs: list) -> str:
+    """One line: the command, the machine, and each seed's seconds."""
+    r = recs[0]
+    seconds = ", ".join(f"seed {x['key']['seed']}: warm start {x['summary']['warm_start_seconds']:.0f} s, "
+                        f"RL {x['rl_train_seconds']:.0f} s ({x['summary']['rl_steps_run']} steps), supervised "
+                        f"{x['sft_seconds']:.0f} s ({x['sft_steps']} steps)" for x in recs)
+    return (f"`python -m rl.tools.lengths --seeds {' '.join(str(x['key']['seed']) for x in recs)}` on {r['cpu']} "
+            f"({r['cores']} cores, {r['threads']} threads, torch {r['torch']}); {r['num_problems']} test problems a "
+            f"length, greedy; {seconds}.")
+
+
+def longest_holding(by_length: dict, threshold: float):
+    """The longest evaluated length up to which every evaluated length is >= threshold (None: not even the shortest)."""
+    best = None
+    for length in sorted(by_length, key=int):
+        if by_length[length] < threshold:
+            break
+        best = int(length)
+    return best
+
+
+def greedy_table(recs: list, split: str = "test") -> str:
+    """Markdown: per arm, greedy accuracy at each length (median (min-max) over seeds), and the longest
+    length up to which it holds >= 0.99 and >= 0.5 (0: not even the shortest)."""
+    lengths, rows = recs[0]["lengths"], []
+    for arm in ARMS:
+        by_seed = [{str(L): r["arms"][arm][split][str(L)]["greedy"] for L in lengths} for r in recs]
+        holds = [median_range([longest_holding(s, t) or 0 for s in by_seed], "{:.0f}") for t in THRESHOLDS]
+        rows.append([ARM_NAMES[arm], *[median_range([s[str(L)] for s in by_seed], "{:.2f}") for L in lengths], *holds])
+    return markdown_table(["arm", *[f"{L}" for L in lengths], *[f"holds >= {t}" for t in THRESHOLDS]], rows)
+
+
+def pass_table(recs: list, split: str = "test") -> str:
+    """Markdown: per arm and length, the exact pass@k of each k (median (min-max) over seeds)."""
+    ks, rows = recs[0]["ks"], []
+    for arm in ARMS:
+        for L in recs[0]["lengths"]:
+            rows.append([ARM_NAMES[arm], L, *[median_range([r["arms"][arm][split][str(L)][f"pass@{k}"] for r in recs])
+                                              for k in ks]])
+    return markdown_table(["arm", "digits", *[f"exact pass@{k}" for k in ks]], rows)
+
+
+def table(recs: list, split: str = "test") -> str:
+    return greedy_table(recs, split) + "\n\n" + pass_table(recs, split)
+
+
+def plot(recs: list, path: str, split: str = "test"):
+    """Greedy accuracy and exact pass@(largest k) against length, median over seeds, one line per arm."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    lengths, k = recs[0]["lengths"], max(recs[0]["ks"])
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    for ax, metric in zip(axes, ("greedy", f"pass@{k}")):
+        for arm in ARMS:
+            ax.plot(lengths, [float(np.median([r["arms"][arm][split][str(L)][metric] for r in recs])) for L in lengths],
+                    marker="o", label=ARM_NAMES[arm])
+        ax.set_xlabel("operand digits")
+        ax.set_title(f"{'greedy accuracy' if metric == 'greedy' else 'exact ' + metric} ({split}, median of "
+                     f"{len(recs)} seed{'s' if len(recs) > 1 else ''})")
+        ax.axvspan(recs[0]["lengths"][0], 10, color="0.9")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("accuracy")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default="LongAdderRLConfig")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides for every seed")
+    parser.add_argument("--ndigits", nargs="+", type=int, default=list(LENGTHS))
+    parser.add_argument("--num", type=int, default=200, help="problems per length and split")
+    parser.add_argument("--k", nargs="+", type=int, default=[1, 8, 64])
+    parser.add_argument("--table", action="store_true", help="only the table and plot of the saved files")
+    parser.add_argument("--split", default="test", choices=("test", "validation"))
+    args = parser.parse_args()
+    torch.set_num_threads(torch.get_num_threads())
+    if args.table:
+        recs = saved(args.config, args.set, args.seeds)
+    else:
+        recs = [run_seed(args.config, s, args.set, sorted(args.ndigits), args.num, sorted(set(args.k)))
+                for s in args.seeds]
+    if not recs:
+        raise SystemExit(f"error: no results/lengths/ file for {args.config} with seeds {args.seeds}; run without --table")
+    print(table(recs, args.split) + "\n\n" + provenance(recs))
+    path = os.path.join(results.ROOT, "lengths", f"{args.config}{'-' + '+'.join(args.set) if args.set else ''}"
+                        f"-{args.split}.png")
+    plot(recs, path, args.split)
+    print(f"plot: {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""rl/tools/lengths.py: the longest length an arm holds, the table over seeds, and the supervised arm."""
+
+import numpy as np
+import torch
+
+from model.gpt import GPT, GPTConfig
+from rl.long_env import LongAdditionEnvironment
+from rl.tools.lengths import ARMS, longest_holding, supervised_arm, table
+
+
+def test_longest_holding_stops_at_the_first_length_below_the_threshold():
+    by_length = {"5": 1.0, "10": 0.995, "15": 0.98, "20": 0.999, "30": 0.4}
+    assert longest_holding(by_length, 0.99) == 10  # 20 holds again, but 15 broke the run
+    assert longest_holding(by_length, 0.5) == 20
+    assert longest_holding({"5": 0.3, "10": 0.9}, 0.5) is None
+
+
+def record(seed: int, scale: float) -> dict:
+    """A made-up seed's record: greedy accuracy `scale` times a falling curve, the same for pass@k."""
+    lengths, ks = [5, 10, 20], [1, 8]
+    curve = {"5": 1.0, "10": 0.99, "20": 0.6}
+    arm = lambda s: {"test": {L: {"greedy": v * s, "pass@1": v * s / 2, "pass@8": v * s} for L, v in curve.items()}}
+    return {"lengths": lengths, "ks": ks, "key": {"seed": seed},
+            "arms": {"none": arm(scale * 0.5), "sft": arm(scale * 0.9), "rl": arm(scale)}}
+
+
+def test_table_gives_medians_over_seeds_and_the_longest_lengths_held():
+    text = table([record(0, 1.0), record(1, 0.99), record(2, 1.0)])
+    lines = text.splitlines()
+    rl = next(line for line in lines if line.startswith("| + RL |"))
+    # at 10 digits: 0.99, 0.9801, 0.99 -> median 0.99 (0.98-0.99); holds >= 0.99 up to 10 in two seeds of three
+    assert "| 0.99 (0.98-0.99) |" in rl and rl.endswith("| 10 (5-10) | 20 (20-20) |")
+    none = next(line for line in lines if line.startswith("| warm start only |"))
+    # never >= 0.99; >= 0.5 at 5 digits (0.5) but not 10 (0.495), and in seed 1 not even at 5 (0.495): None, counted 0
+    assert none.endswith("| 0 (0-0) | 5 (0-5) |")
+    assert "| + supervised | 20 | 0.270 (0.267-0.270) | 0.540 (0.535-0.540) |" in text  # exact pass@1, pass@8
+
+
+def test_the_supervised_arm_trains_for_its_seconds_on_the_range_it_is_given():
+    class Config:
+        sft_learning_rate, weight_decay, adam_beta1, adam_beta2, sft_batch_size, grad_clip = 1e-3, 0.0, 0.9, 0.99, 8, 1.0
+    env = LongAdditionEnvironment((1, 4), positions="coupled", max_position_offset=3)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=env.vocab_size, n_position=env.num_position_ids, n_layer=1, n_head=2, n_embed=16))
+    before = [p.detach().clone() for p in model.parameters()]
+    assert supervised_arm(model, Config, env, 0.0, seed=0) == {"sft_steps": 0, "sft_seconds": 0.0}
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    done = supervised_arm(model, Config, env, 0.5, seed=0)
+    assert done["sft_steps"] > 0 and 0.5 <= done["sft_seconds"] < 5
+    assert not all(torch.equal(a, b) for a, b in zip(before, model.parameters())) and not model.training
+    assert set(ARMS) == {"none", "sft", "rl"}
