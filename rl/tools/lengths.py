@@ -35,7 +35,7 @@ from model.gpt import GPT, GPTConfig
 from rl import run_dir, seeding
 from rl.dist import DistInfo
 from rl.evaluate import evaluate, exact_pass_at_k, p_right
-from rl.long_env import environments
+from rl.long_env import environments, parse_range
 from rl.snapshot import load_snapshot
 from rl.tools import launch, results
 from rl.tools.report import markdown_table, median_range
@@ -185,18 +185,20 @@ def plot(recs: list, path: str, split: str = "test"):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     lengths, k = recs[0]["lengths"], max(recs[0]["ks"])
+    sft_hi, rl_hi = (parse_range(name, recs[0]["config"][name])[1] for name in ("sft_ndigits", "rl_ndigits"))
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
     for ax, metric in zip(axes, ("greedy", f"pass@{k}")):
         for arm in ARMS:
             ax.plot(lengths, [float(np.median([r["arms"][arm][split][str(L)][metric] for r in recs])) for L in lengths],
                     marker="o", label=ARM_NAMES[arm])
         ax.set_xlabel("operand digits")
-        ax.set_title(f"{'greedy accuracy' if metric == 'greedy' else 'exact ' + metric} ({split}, median of "
-                     f"{len(recs)} seed{'s' if len(recs) > 1 else ''})")
-        ax.axvspan(recs[0]["lengths"][0], 10, color="0.9")
+        seeds = f"median of {len(recs)} seeds" if len(recs) > 1 else "1 seed"
+        ax.set_title(f"{'greedy accuracy' if metric == 'greedy' else 'exact ' + metric} ({split}, {seeds})")
+        ax.axvspan(0, sft_hi, color="0.85", label="warm start's lengths", zorder=0)
+        ax.axvspan(sft_hi, rl_hi, color="0.94", label="RL's and supervised lengths", zorder=0)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("accuracy")
-    axes[0].legend()
+    axes[0].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

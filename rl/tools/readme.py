@@ -109,6 +109,28 @@ def formats_table(ndigit: int) -> str:
     return formats.table(records) if records else f"(no results yet: `python -m rl.tools.formats --ndigit {ndigit}`)"
 
 
+def lengths_table(part: str) -> str:
+    """Past the training lengths: the three arms of LongAdderRLConfig (rl/tools/lengths.py), as it ships:
+    greedy accuracy by length ("greedy"), or the exact pass@k ("pass")."""
+    from rl.tools import lengths
+    recs = lengths.saved()
+    if not recs:
+        return "(no results yet: `python -m rl.tools.lengths --seeds 0 1 2`)"
+    if part == "pass":
+        return lengths.pass_table(recs)
+    return lengths.greedy_table(recs) + "\n\n" + lengths.provenance(recs)
+
+
+def plot_lengths() -> list:
+    from rl.tools import lengths
+    recs = lengths.saved()
+    if not recs:
+        return []
+    path = os.path.join(PLOTS, "lengths_LongAdderRLConfig.png")
+    lengths.plot(recs, path)
+    return [path]
+
+
 def speed() -> str:
     from rl.tools import perf
     records = [r for r in results.load("perf") if r["key"]["config"] == "AdderRLConfig" and not r["key"]["compile"]]
@@ -190,6 +212,7 @@ def gpu_speed() -> str:
 
 BLOCKS = {"gpu-presets": gpu_presets, "gpu-speed": gpu_speed, "headline": headline, "problem-selection": problem_selection, "presets-study": presets_study, "what-rl-adds": what_rl_adds, "speed": speed,
           "scarce-study": scarce_study,
+          "lengths": lambda: lengths_table("greedy"), "lengths-pass": lambda: lengths_table("pass"),
           "formats-2digit": lambda: formats_table(2), "formats-3digit": lambda: formats_table(3),
           "multiplier3": lambda: end_to_end("Multiplier3RLConfig"),
           **{f"compare-{c}": (lambda c=c: compare_table(c)) for c in TASKS}}
@@ -264,7 +287,7 @@ def plots() -> list:
         print("plots skipped: matplotlib is not installed (pip install -r requirements-tools.txt)", file=sys.stderr)
         return []
     configs = dict.fromkeys(r["key"]["config"] for r in results.load("compare"))
-    return [plot_headline(plt), *[path for config in configs for path in plot_compare(plt, config)]]
+    return [plot_headline(plt), *[path for config in configs for path in plot_compare(plt, config)], *plot_lengths()]
 
 
 def main():
