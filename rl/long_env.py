@@ -372,7 +372,8 @@ class LongTaskSettings(TaskSettings):
     Cho et al. 2024), which can extrapolate to longer numbers"""
     max_position_offset: int = 0
     """positions=coupled: each training problem's ids shifted by a random offset of up to this, so the ids of long
-    numbers are trained by short ones (evaluation uses 0) (>= 0)"""
+    numbers are trained by short ones (an evaluation draws its offsets from a fixed seed, within the ids training
+    reaches) (>= 0)"""
 
     def task_args(self) -> dict:
         """What defines the problems, as MathEnvironment(**config.task_args()) takes it, and the task of many
