@@ -15,11 +15,12 @@ user text, never a silent default or a silent last-one-wins.
 import difflib
 import inspect
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 
 from configs import get_config_class
-from configs.base import ALGORITHM_FIELDS, BaseRLConfig, field_type
-from rl.algorithms import resolve
+from configs.base import BaseRLConfig
+from configs.fields import field_docs, field_type
+from rl.algorithms import ALGORITHM_FIELDS, resolve
 from rl.errors import ConfigError
 
 FLAGS = ("config_name", "debug", "no_wandb", "resume", "help")
@@ -136,10 +137,10 @@ USAGE = ("usage: python rl/rl_ddp.py [--config_name NAME] [--debug] [--no_wandb]
 
 def field_help(cls: type) -> list:
     """[(field, its default in cls, the reason of the class that introduced it, (preset, its own reason)
-    or None)] for every field of cls. The introducing class's docstring carries the allowed values and
-    the range; a preset's says why it chose its value, which would otherwise hide them."""
-    docs = {klass: klass.field_docs() for klass in cls.__mro__
-            if isinstance(klass, type) and issubclass(klass, BaseRLConfig)}
+    or None)] for every field of cls. The introducing class's docstring (a group's, beside the code that
+    reads the field) carries the allowed values and the range; a preset's says why it chose its value,
+    which would otherwise hide them."""
+    docs = {klass: field_docs(klass) for klass in cls.__mro__ if is_dataclass(klass)}
     rows = []
     for f in fields(cls):
         owners = [klass for klass in docs if f.name in inspect.get_annotations(klass)]  # most derived first

@@ -30,6 +30,9 @@ How it runs (not what it computes) is set per model by `configure_runtime`, so t
                   length is known, so shapes are static and nothing syncs) once per batch shape as a
                   CUDA graph and replays it: one launch instead of ~70 kernels a token. Same tokens as
                   the eager loop from the same generator state. Ignored on the CPU.
+
+ModelSettings: the model's settings as a run sets them (its shape, `model_args()`, and how it runs), each
+with its reason, and their checks (ValueError, one line).
 """
 
 import contextlib
@@ -57,6 +60,49 @@ class GPTConfig:
             heads = [h for h in range(1, 33) if self.n_embed % h == 0]
             raise ValueError(f"n_embed={self.n_embed} is not divisible by n_head={self.n_head}; "
                              f"pick n_head among {heads}")
+
+
+@dataclass
+class ModelSettings:
+    """The policy's shape (what GPTConfig takes, saved with every snapshot) and how it runs."""
+    n_layer: int = 4
+    """transformer blocks (> 0)"""
+    n_head: int = 8
+    """attention heads per block; must divide n_embed (> 0)"""
+    n_embed: int = 256
+    """width of the residual stream (> 0)"""
+    n_position: int = 64
+    """position embeddings: the longest sequence the model can read (prompt + answer must fit) (> 0)"""
+    dropout: float = 0.0
+    """dropout probability of the warm start; RL samples and updates in eval mode, so it never applies there
+    (in [0, 1])"""
+    bias: bool = False
+    """biases in Linear and LayerNorm layers (nanoGPT found none to be slightly better and faster)"""
+    tie_weights: bool = True
+    """share the token embedding with the output head"""
+    vocab_size: int = 0
+    """derived from the task (digits, operator, '=', end, pad); do not set"""
+    max_seq_len: int = 0
+    """derived from the task: prompt plus answer plus end token; do not set"""
+    precision: str = "auto"
+    """'auto' (bf16 autocast and TF32 on CUDA, fp32 on the CPU), 'fp32' or 'bf16': every forward of sampling,
+    update and evaluation alike, so PPO's ratios compare like with like"""
+    cuda_graphs: bool = True
+    """on CUDA, decode (sampling and evaluation) by replaying a CUDA graph captured once per batch shape:
+    one launch instead of ~70 a token; the CPU ignores it"""
+
+    def model_args(self) -> dict:
+        """GPTConfig's arguments: what a snapshot stores of the model."""
+        keys = ("vocab_size", "n_position", "n_layer", "n_head", "n_embed", "dropout", "bias", "tie_weights")
+        return {k: getattr(self, k) for k in keys}
+
+    def check_model(self, vocab_size: int):
+        """ValueError (one line) for a shape GPTConfig refuses with the task's vocabulary, or a precision
+        no device runs; vocab_size and max_seq_len are the task's to set."""
+        if self.vocab_size or self.max_seq_len:
+            raise ValueError("vocab_size and max_seq_len are derived from the task; do not set them")
+        GPTConfig(**{**self.model_args(), "vocab_size": vocab_size})
+        autocast_dtype_for(self.precision, "cpu")
 
 
 def configure_optimizer(module: nn.Module, *, lr: float, weight_decay: float, betas: tuple) -> torch.optim.AdamW:

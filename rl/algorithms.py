@@ -75,19 +75,19 @@ ALGORITHMS = {
     "rft": dict(advantage_mode="none", loss_aggregation="token-mean", ppo_epochs=1, ppo_minibatches=1,
                 clip_low=0.2, clip_high=0.2, dynamic_sampling=False, objective="rft"),
 }
-OBJECTIVES = ("policy_gradient", "dpo", "rft")
+ALGORITHM_FIELDS = tuple(next(iter(ALGORITHMS.values())))  # the settings a row of the table fixes
 
 
 def resolve(algorithm: str, explicit: dict, group_size: int, kl_estimator: str = "k2") -> dict:
     """The settings of `algorithm`'s row, each replaced by its `explicit` value when that is not None;
-    ValueError (one line) for an unknown name or a setting the formulas cannot take."""
+    ValueError (one line) for an unknown name or a setting the formulas cannot take. (The objective's name
+    is rl/objectives.py's to know: its OBJECTIVES, the one dispatch.)"""
     if kl_estimator not in KL_PLACEMENT:
         raise ValueError(f"unknown kl_estimator {kl_estimator!r}; known: {', '.join(KL_PLACEMENT)}")
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown rl_algorithm {algorithm!r}; known: {', '.join(ALGORITHMS)}")
     settings = {k: v if explicit.get(k) is None else explicit[k] for k, v in ALGORITHMS[algorithm].items()}
-    for key, known in (("advantage_mode", ADVANTAGE_MODES), ("loss_aggregation", AGGREGATIONS),
-                       ("objective", OBJECTIVES)):
+    for key, known in (("advantage_mode", ADVANTAGE_MODES), ("loss_aggregation", AGGREGATIONS)):
         if settings[key] not in known:
             raise ValueError(f"unknown {key} {settings[key]!r}; known: {', '.join(known)}")
     for key in ("ppo_epochs", "ppo_minibatches"):

@@ -63,16 +63,21 @@ ids as training does. (At offset 0 alone, ids near 1 are at the edge training ra
 start that wrote 66% of 5-digit validation sums right at trained offsets wrote 8% at offset 0.)
 With `positions="absolute"`, position_ids returns
 None: the model's own 0, 1, 2, ... (learned absolute positions, as every other task).
+
+LongTaskSettings: the task's settings, TaskSettings (rl/math_env.py) and those of the task of many lengths,
+with what a run builds from them (`task_args`, `environments`) and their checks.
 """
 
 import copy
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 import torch
 
-from rl.math_env import (DIGITS, END, ENUMERATE_LIMIT, EQUALS, EVAL_CHUNK, EVAL_SEEDS, OPERATIONS, PAD, SPLITS,
-                         MathEnvironment, _splitmix64, sample_split)
+from rl.errors import ConfigError
+from rl.math_env import (DIGITS, END, ENUMERATE_LIMIT, EQUALS, EVAL_CHUNK, EVAL_SEEDS, MATH_ENV_KEYS, OPERATIONS, PAD,
+                         SPLITS, MathEnvironment, TaskSettings, _splitmix64, sample_split)
 
 POSITIONS = ("absolute", "coupled")
 LIMB = 9  # digits per limb of the split hash: 10^9 < 2^32, so two limbs fit one 64-bit key
@@ -326,9 +331,6 @@ def parse_lengths(text: str) -> list:
     return sorted({int(p) for p in parts})
 
 
-MATH_ENV_KEYS = ("task", "ndigit", "reverse_answer", "use_format", "show_work", "test_fraction", "validation_fraction")
-
-
 def environments(task: dict, eval_lengths=()) -> dict:
     """{"sft": warm start, "rl": RL, "eval": {length: env}} from a config's task_args() (what a snapshot stores):
     one MathEnvironment for all three without rl_ndigits; else the task of many lengths, an environment per phase
@@ -347,3 +349,70 @@ def environments(task: dict, eval_lengths=()) -> dict:
     evals = {L: long((L, L), max(0, top - (L + 2))) for L in eval_lengths}
     # (a copy: RL sets its environment's width every step, an evaluation's stays at the range's longest)
     return {"sft": sft, "rl": rl, "eval": evals or {None: copy.copy(rl)}}
+
+
+# task_args()'s keys of the task of many lengths, each only when set
+LONG_TASK_KEYS = ("rl_ndigits", "sft_ndigits", "positions", "max_position_offset")
+LONG_TASK_FIELDS = ("sft_ndigits", "eval_ndigits", "positions", "max_position_offset")  # nothing reads these alone
+
+
+@dataclass
+class LongTaskSettings(TaskSettings):
+    """The task (TaskSettings), and addition of many lengths with the position ids that reach past them."""
+    rl_ndigits: str = ""
+    """'lo-hi': RL on addition of operands of lo to hi digits each, a step's problems written at one width, their
+    longer operand's (rl/long_env.py; task=adder, show_work=false); "" = the fixed ndigit task"""
+    sft_ndigits: str = ""
+    """'lo-hi': operand lengths of the warm start's problems (with rl_ndigits); "" = rl_ndigits's"""
+    eval_ndigits: str = ""
+    """operand lengths evaluated, each on its own fixed sets, e.g. '5,10,20,40,100' (with rl_ndigits):
+    eval/accuracy_len<L> each, eval/accuracy their mean; "" = the rl_ndigits range alone"""
+    positions: str = "absolute"
+    """with rl_ndigits: absolute (the model's 0, 1, 2, ...) or coupled (digit i of a, b and the sum share one id,
+    Cho et al. 2024), which can extrapolate to longer numbers"""
+    max_position_offset: int = 0
+    """positions=coupled: each training problem's ids shifted by a random offset of up to this, so the ids of long
+    numbers are trained by short ones (an evaluation draws its offsets from a fixed seed, within the ids training
+    reaches) (>= 0)"""
+
+    def task_args(self) -> dict:
+        """What defines the problems, as MathEnvironment(**config.task_args()) takes it, and the task of many
+        lengths' settings only when set (so the snapshots and warm starts made before them stay valid); a snapshot
+        of another task cannot be resumed under this one."""
+        long = {k: getattr(self, k) for k in LONG_TASK_KEYS if getattr(self, k) != getattr(LongTaskSettings, k)}
+        return {**{k: getattr(self, k) for k in MATH_ENV_KEYS}, **long}
+
+    def environments(self) -> dict:
+        """The environment of each phase: {"sft": warm start, "rl": RL, "eval": {length: env}} (`environments`,
+        from task_args(): the same environments a file's task builds). ValueError from an environment's own
+        checks."""
+        return environments(self.task_args(), parse_lengths(self.eval_ndigits))
+
+    def check_task(self):
+        """The task of many lengths (rl_ndigits): well-formed ranges, and addition as the adder writes it;
+        ValueError (one line) otherwise."""
+        for name in ("rl_ndigits", "sft_ndigits"):
+            if getattr(self, name):
+                parse_range(name, getattr(self, name))
+        parse_lengths(self.eval_ndigits)
+        if self.rl_ndigits and (self.task, self.show_work, self.reverse_answer, self.use_format) != (
+                "adder", False, True, True):
+            raise ConfigError("rl_ndigits needs task=adder with show_work=false, reverse_answer=true and "
+                              "use_format=true (addition of many lengths, rl/long_env.py); set those, or rl_ndigits=''")
+
+    def check_positions(self, env: MathEnvironment, envs: dict):
+        """The model reads every position a problem of any phase needs (n_position, ModelSettings)."""
+        if not self.rl_ndigits and env.seq_len > self.n_position:
+            raise ConfigError(f"{self.task} with ndigit={self.ndigit} needs {env.seq_len} positions "
+                              f"(prompt {env.prompt_len} + answer {env.answer_len}) but n_position={self.n_position}; "
+                              f"raise n_position to at least {env.seq_len}")
+        every = [envs["sft"], envs["rl"], *envs["eval"].values()]
+        need = max(e.num_position_ids for e in every) if self.rl_ndigits else 0
+        if need > self.n_position:
+            raise ConfigError(f"positions={self.positions} at lengths up to {max(e.hi for e in every)} digits"
+                              f"{f' and offsets up to {self.max_position_offset}' if self.max_position_offset else ''} "
+                              f"need {need} position ids but n_position={self.n_position}; raise n_position to {need}")
+
+    def task_unused(self, settings: dict) -> list:
+        """[(settings, whether nothing reads them here, whose they are)]"""
+        return [(LONG_TASK_FIELDS, not self.rl_ndigits, "belongs to the task of many lengths (rl_ndigits)")]

@@ -52,6 +52,8 @@ A new operation is one function (see configs/ and docs/tasks.md "Adding an arith
 
 Its steps, if it has any, are a second function passed as `steps=`: (a, b, ndigit) -> a list of
 (separator, value, width), written in order before the final "=" (see `long_multiplication`).
+
+TaskSettings: the task's settings as a run sets them, each with its reason (MathEnvironment checks them).
 """
 
 import operator as _operator
@@ -351,3 +353,33 @@ class MathEnvironment:
         claim = value if value is not None else f"malformed {self.decode_text(tokens)!r}"
         line = f"claims {a}{self.op.symbol}{b}={claim}, truth {self.op.fn(a, b)}"
         return line + (f"; wrote {self.decode_text(tokens)!r}" if self.show_work and value is not None else "")
+
+
+MATH_ENV_KEYS = ("task", "ndigit", "reverse_answer", "use_format", "show_work", "test_fraction", "validation_fraction")
+
+
+@dataclass
+class TaskSettings:
+    """What a run learns and is measured on: the operation, how its problems are written, the held-out splits."""
+    task: str = "adder"
+    """operation to learn: a name registered in rl/math_env.py (adder, subtractor, multiplier)"""
+    ndigit: int = 3
+    """digits per operand; operands are drawn uniformly from 0 .. 10^ndigit - 1 (1 to 9)"""
+    reverse_answer: bool = True
+    """write the answer least-significant digit first, so carries flow in writing order"""
+    use_format: bool = True
+    """write the operator and '=' in the prompt ('123+045='); False gives bare digits ('123045')"""
+    show_work: bool = False
+    """write the operation's steps before the final answer ('12*34=840+0630=8040$'), for tasks that define them"""
+    test_fraction: float = 0.1
+    """share of operand pairs in the test split: held out, never trained on, every reported accuracy
+    (in (0, 1); with validation_fraction below 1)"""
+    validation_fraction: float = 0.05
+    """share of operand pairs in the validation split: held out, what choices (warm-start stopping, sweeps) look at
+    (in (0, 1); with test_fraction below 1)"""
+    num_eval: int = 1000
+    """problems in each fixed evaluation set, test and validation (all of a split when it has fewer) (> 0)"""
+
+    def task_environment(self) -> MathEnvironment:
+        """The environment of task and ndigit (ValueError, one line, from its own checks)."""
+        return MathEnvironment(**{k: getattr(self, k) for k in MATH_ENV_KEYS})

@@ -14,8 +14,11 @@ plus `learners`, the networks it trains beside the policy (the critic), and thei
   rft              RejectionSampling   every kept (right) answer: 1     the policy loss with A = 1
   dpo              Preference          pairs (chosen, rejected)         the DPO loss against the reference
 
-Adding one: a class here with these methods, a row in `OBJECTIVES`, its name in rl/algorithms.py's
-`OBJECTIVES` and `ALGORITHMS` table (docs/algorithms.md "Adding an algorithm").
+Adding one: a class here with these methods, its entry in `OBJECTIVES` (the one list of objectives), and a
+row of rl/algorithms.py's `ALGORITHMS` table (docs/algorithms.md "Adding an algorithm").
+
+ObjectiveSettings: the settings of what the update optimises (rl_algorithm, its row, each objective's own),
+the fix for one the chosen objective would ignore, and the rows a step's minibatches split.
 """
 
 import math
@@ -26,9 +29,11 @@ import torch
 
 from model.gpt import Critic
 from rl import dist
-from rl.algorithms import (KL_PLACEMENT, aggregate, answer_logits, compute_advantages, compute_entropy, compute_gae,
-                           compute_kl, compute_policy_loss, compute_value_loss, dpo_loss, explained_variance, masked,
-                           policy_logprobs, preference_pairs, sequence_logprobs, token_logprobs, token_rewards, whiten)
+from rl.algorithms import (ALGORITHM_FIELDS, KL_PLACEMENT, aggregate, answer_logits, compute_advantages,
+                           compute_entropy, compute_gae, compute_kl, compute_policy_loss, compute_value_loss, dpo_loss,
+                           explained_variance, masked, policy_logprobs, preference_pairs, resolve, sequence_logprobs,
+                           token_logprobs, token_rewards, whiten)
+from rl.errors import ConfigError
 from rl.rollout import Rollout
 from rl.update import Learner, UpdateBatch
 
@@ -77,8 +82,8 @@ class PolicyGradient:
 
     @staticmethod
     def ignored(config, settings: dict, given, changed) -> str:
-        """The fix for a setting this objective would silently ignore, or "" (configs/base.py asks
-        before start). given(name): a row setting set explicitly; changed(name): off the preset's."""
+        """The fix for a setting this objective would silently ignore, or "" (ObjectiveSettings asks before
+        start). given(name): a row setting set explicitly; changed(name): off the preset's."""
         return ""
 
     def start(self, model: torch.nn.Module):
@@ -336,16 +341,112 @@ class Preference:
         pass
 
 
-# The one dispatch: an objective's class by name. The policy gradient whose advantages come from a
-# learned critic (advantage_mode=gae) is its own class, since the critic is a second network.
-OBJECTIVES = {"policy_gradient": PolicyGradient, "actor_critic": ActorCritic, "rft": RejectionSampling,
-              "dpo": Preference}
+# The one dispatch: an objective's class by name (the `objective` setting's values, and a row's). The policy
+# gradient whose advantages come from a learned critic (advantage_mode=gae) is a class of its own, since the
+# critic is a second network; rl/algorithms.py's resolve() allows gae only with policy_gradient.
+OBJECTIVES = {"policy_gradient": PolicyGradient, "dpo": Preference, "rft": RejectionSampling}
 
 
 def objective_class(objective: str, advantage_mode: str) -> type:
-    # gae overrides no other objective: rl/algorithms.py's resolve() allows it only with policy_gradient
-    return OBJECTIVES["actor_critic" if advantage_mode == "gae" else objective]
+    return ActorCritic if advantage_mode == "gae" else OBJECTIVES[objective]
 
 
 def make_objective(config, env, info: dist.DistInfo):
     return objective_class(config.objective, config.advantage_mode)(config, env, info)
+
+
+@dataclass
+class ObjectiveSettings:
+    """What the update optimises: rl_algorithm's row of the table (rl/algorithms.py ALGORITHMS), each of its
+    settings None to take the row's value, and the terms and settings each objective adds."""
+    rl_algorithm: str = "dapo"
+    """dapo (measured best here), reinforce (moving-average baseline), grpo, rloo, ppo, ppo_critic, dpo or rft"""
+    # ---- the algorithm's row: None takes rl_algorithm's value ----
+    advantage_mode: Optional[str] = None
+    """none, baseline, group_mean, group_zscore, rloo or batch_zscore"""
+    loss_aggregation: Optional[str] = None
+    """token-mean, seq-mean-token-mean or seq-mean-token-sum-norm (Dr. GRPO)"""
+    ppo_epochs: Optional[int] = None
+    """passes over each rollout; more than one pass makes the update off-policy (PPO ratios) (> 0)"""
+    ppo_minibatches: Optional[int] = None
+    """optimizer steps per pass over a rollout (> 0)"""
+    clip_low: Optional[float] = None
+    """PPO clips the ratio below at 1 - clip_low (in (0, 1))"""
+    clip_high: Optional[float] = None
+    """PPO clips the ratio above at 1 + clip_high (DAPO's clip-higher raises it to 0.28) (> 0)"""
+    dynamic_sampling: Optional[bool] = None
+    """drop prompt groups whose answers all got the same reward and refill with fresh prompts"""
+    objective: Optional[str] = None
+    """what the update optimises: policy_gradient, dpo (preference pairs) or rft (the right answers' likelihood)"""
+    # ---- the terms and settings of one objective or advantage mode ----
+    baseline_momentum: float = 0.9
+    """baseline <- m * baseline + (1 - m) * mean reward of the step (in [0, 1])"""
+    kl_coef: float = 0.0
+    """weight of the KL penalty to the frozen policy RL starts from; 0 keeps no reference model (>= 0)"""
+    kl_estimator: str = "k2"
+    """k1 (in the reward), k2 (in the loss) or k3 (in the loss, GRPO's: the gradient of the forward KL); see
+    docs/algorithms.md"""
+    entropy_coef: float = 0.0
+    """weight of the entropy bonus (>= 0)"""
+    gamma: float = 1.0
+    """ppo_critic: discount over an answer's tokens (1: every token answers for the final reward) (in [0, 1])"""
+    gae_lambda: float = 0.95
+    """ppo_critic: GAE's lambda, between the critic's estimate (0) and the answer's return (1) (in [0, 1])"""
+    value_clip: float = 0.2
+    """ppo_critic: the value loss clips the critic's move from its value when the answer was scored (>= 0)"""
+    critic_learning_rate: float = 1e-4
+    """ppo_critic: peak learning rate of the critic (the policy's schedule) (> 0)"""
+    dpo_beta: float = 0.1
+    """dpo: strength of the implicit KL to the frozen starting policy (Rafailov et al.'s beta) (> 0)"""
+
+    def resolve_algorithm(self) -> dict:
+        """The row's settings with the explicit ones in place (rl/algorithms.py resolve); ValueError (one line)
+        for an unknown name or a setting the formulas cannot take."""
+        settings = resolve(self.rl_algorithm, {k: getattr(self, k) for k in ALGORITHM_FIELDS},
+                           self.rl_rollout_size, self.kl_estimator)
+        if settings["objective"] not in OBJECTIVES:
+            raise ValueError(f"unknown objective {settings['objective']!r}; known: {', '.join(OBJECTIVES)}")
+        return settings
+
+    def objective_ignores(self, settings: dict, given, changed) -> str:
+        """The fix for a setting the resolved objective would silently ignore, or "". given(name): a row
+        setting set explicitly; changed(name): off the preset's value."""
+        fix = objective_class(settings["objective"], settings["advantage_mode"]).ignored(self, settings, given, changed)
+        if not fix and settings["ppo_epochs"] * settings["ppo_minibatches"] == 1:
+            name = next((n for n in ("clip_low", "clip_high") if given(n)), None)
+            if name:
+                fix = (f"{name} has no effect when each rollout feeds one optimizer step (the PPO ratio is 1); "
+                       f"raise ppo_epochs or ppo_minibatches, or leave it unset")
+        return fix
+
+    def objective_unused(self, settings: dict) -> list:
+        """[(settings, whether nothing reads them here, whose they are)]: each objective's own, and the terms'."""
+        chosen = objective_class(settings["objective"], settings["advantage_mode"])
+        return [*[(cls.owned, cls is not chosen, f"belongs to {cls.owner}")
+                  for cls in (ActorCritic, *OBJECTIVES.values()) if cls.owned],
+                (("kl_estimator",), self.kl_coef == 0, "needs kl_coef > 0"),
+                (("baseline_momentum",), settings["advantage_mode"] != "baseline",
+                 "belongs to advantage_mode=baseline")]
+
+    def objective_unread(self) -> tuple:
+        """The row settings a resolved config's objective never reads (rft's advantage_mode, dpo's four)."""
+        return objective_class(self.objective, self.advantage_mode).unread if self.objective else ()
+
+    def check_minibatch_rows(self, settings: dict, world_size: int):
+        """Each process splits its rows of a step into ppo_minibatches optimizer steps (rl/update.py):
+        more minibatches than rows leave some with nothing, steps that never happen (so any such value
+        equals the row count). A row is an answer, or a pair of answers for dpo (at most G // 2 to a
+        prompt); rft trains on the right answers only, at most every answer. Fewer rows in a minibatch
+        than rl_ga_steps is harmless: the empty micro-batches forward a blank row with gradient 0."""
+        prompts, minibatches = self.rl_batch_size // world_size, settings["ppo_minibatches"]
+        dpo = settings["objective"] == "dpo"
+        rows = prompts * (self.rl_rollout_size // 2 if dpo else self.rl_rollout_size)
+        if minibatches > rows:
+            share = f"rl_batch_size={self.rl_batch_size}" + (f" / {world_size} processes = {prompts}"
+                                                             if world_size > 1 else "")
+            each = (f"rl_rollout_size={self.rl_rollout_size} // 2 pairs" if dpo
+                    else f"rl_rollout_size={self.rl_rollout_size} answers")
+            raise ConfigError(f"ppo_minibatches={minibatches} is more than the {rows} "
+                              f"{'preference pairs' if dpo else 'answers'} each process trains on per step at most "
+                              f"({share} prompts x {each}), so some optimizer steps would have nothing to train on; "
+                              f"use at most {rows}")

@@ -16,16 +16,20 @@ Each sampler is a small class:
 
 A pair's key is a * 10^ndigit + b (ordered). Operands of many lengths (rl/long_env.py, digit arrays) do not fit
 that: their key is the pair's split hash (`LongAdditionEnvironment.pair_keys`), which cannot be inverted, so only
-the uniform sampler, which keeps no state, serves them (configs/base.py refuses the others). Only training
+the uniform sampler, which keeps no state, serves them (SamplerSettings refuses the others). Only training
 pairs ever enter a state: draws come from the training split, and observe() drops any key that is not a
 training pair.
+
+SamplerSettings: which sampler, the settings each one owns, and what each needs of the task and the batch.
 """
 
 from collections import OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from rl.errors import ConfigError
 from rl.math_env import ENUMERATE_LIMIT, SPLITS, MathEnvironment
 
 TRAIN = SPLITS.index("train")
@@ -222,3 +226,55 @@ def make_problem_sampler(config, env: MathEnvironment):
 # name -> class; each class's `owned` names the config fields only it reads, in its constructor's order
 SAMPLER_CLASSES = {"uniform": UniformSampler, "prioritized": PrioritizedSampler, "replay": ReplaySampler}
 PROBLEM_SAMPLERS = tuple(SAMPLER_CLASSES)
+
+
+@dataclass
+class SamplerSettings:
+    """Which training problems a step draws, and the settings of each sampler (its class's `owned`)."""
+    problem_sampler: str = "uniform"
+    """which training problems a step draws: uniform, prioritized (by each pair's p(1-p); splits of up to 4M ordered
+    pairs) or replay (a buffer of unsolved problems beside fresh draws; any split): rl/problem_sampler.py"""
+    priority_floor: float = 0.01
+    """prioritized: added to every pair's p(1-p) before drawing, so solved and unseen pairs stay reachable (>= 0)"""
+    priority_decay: float = 0.5
+    """prioritized: a pair's older answers count this much at each new group of it (forgets an older policy)
+    (in [0, 1])"""
+    replay_share: float = 0.5
+    """replay: share of each sampling round's problems taken from the buffer; the rest are fresh uniform draws
+    (in [0, 1])"""
+    replay_capacity: int = 4096
+    """replay: problems the buffer holds at most; past it the oldest leave first (> 0)"""
+
+    def check_sampler(self, env: MathEnvironment):
+        """A known sampler that can key the task's problems: the task of many lengths (rl_ndigits) takes the
+        uniform sampler only, since the others key pairs by a * 10^ndigit + b, which 100 digits do not fit;
+        prioritized keeps a statistic per pair of env."""
+        if self.rl_ndigits and self.problem_sampler != "uniform":
+            raise ConfigError(f"problem_sampler={self.problem_sampler} cannot key problems of many lengths "
+                              f"(rl_ndigits); use problem_sampler=uniform")
+        if self.problem_sampler not in PROBLEM_SAMPLERS:
+            raise ConfigError(f"unknown problem_sampler {self.problem_sampler!r}; known: {', '.join(PROBLEM_SAMPLERS)}")
+        if self.problem_sampler == "prioritized":
+            PrioritizedSampler.check_fits(env)
+
+    def sampler_unused(self, settings: dict) -> list:
+        """[(settings, whether nothing reads them here, whose they are)]: each sampler declares its own."""
+        return [(cls.owned, name != self.problem_sampler, f"belongs to problem_sampler={name}")
+                for name, cls in SAMPLER_CLASSES.items() if cls.owned]
+
+    def check_prioritized_draws(self, world_size: int):
+        """The prioritized sampler draws distinct training pairs within a step on each process, a
+        refill round none drawn before in it (rl/rollout.py: up to 4 x the prompts a round, for up to
+        dynamic_sampling_max_rounds rounds); past the train split's pairs numpy's draw fails mid-run."""
+        if self.problem_sampler != "prioritized":
+            return
+        prompts = self.rl_batch_size // world_size
+        rounds = self.dynamic_sampling_max_rounds if self.dynamic_sampling else 0
+        most = prompts * (1 + 4 * rounds)
+        pairs = self.task_environment().split_size("train")
+        if most > pairs:
+            refills = f" and up to {rounds} refill round{'s' if rounds > 1 else ''} of 4 x {prompts}" if rounds else ""
+            raise ConfigError(f"problem_sampler=prioritized draws up to {most} distinct training pairs a step on each "
+                              f"process ({prompts} prompts{refills}), but the train split has {pairs}; lower "
+                              f"rl_batch_size{' or dynamic_sampling_max_rounds' if rounds else ''}, or use "
+                              f"problem_sampler=replay")

@@ -20,7 +20,9 @@ if __package__ in (None, ""):  # run as a script (python rl/rl_ddp.py): make the
 
 from tqdm import tqdm
 
-from configs import get_config_class  # noqa: F401  (the original's API: from rl.rl_ddp import get_config_class)
+# The one door to the configs for the rest of rl/: the measuring tools (rl/tools/) take a config class by name
+# (get_config_class) or a resolved config from command-line arguments (config_from_args) here.
+from configs import get_config_class
 from configs.base import BaseRLConfig
 from configs.cli import CommandLine, build_config, parse_command_line, print_help
 from rl import dist
@@ -33,6 +35,12 @@ from rl.run_dir import (config_path, metrics_path, progress_path, read_config, r
                         remove_temporaries, set_aside, summary_path, truncate_metrics, write_json)
 from rl.snapshot import Resume, check_init_from, find_resume, save_on_main, save_step
 from rl.warm_start import check_cache, init_policy
+
+
+def config_from_args(argv: list) -> BaseRLConfig:
+    """The config a command line of this script resolves to (--config_name, --debug, --KEY=VALUE), validated
+    as a run validates it before it starts."""
+    return build_config(parse_command_line(argv))
 
 
 def evaluate_and_report(trainer: MathRLTrainer, metrics: dict, prefix: str):

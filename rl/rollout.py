@@ -19,6 +19,9 @@ skips the step (rl/math_trainer.py); a round that meets one ends the refills.
 
 Random streams are functions of (seed, rank, step) (rl/seeding.py): a resumed step draws what the
 uninterrupted one drew, as long as the problem sampler's state is restored too.
+
+RolloutSettings: the settings of a step's sampling (prompts, answers to each, temperature, rewards, refill
+rounds) and their checks.
 """
 
 import math
@@ -30,8 +33,41 @@ import torch
 
 from rl import dist, seeding
 from rl.algorithms import answer_mask, group_all_equal
-from rl.math_reward import compute_rewards, exact_match
+from rl.errors import ConfigError
+from rl.math_reward import compute_rewards, exact_match, parse_reward_spec
 from rl.problem_sampler import pair_keys
+
+
+@dataclass
+class RolloutSettings:
+    """What a step samples: how many prompts, answers to each, at what temperature, scored how."""
+    rl_batch_size: int = 64
+    """prompts per step (global, split across ranks); 32 at lr 6e-4 ended at 0.912 on one seed of three
+    (docs/earlier-studies.md) (> 0)"""
+    rl_rollout_size: int = 8
+    """answers sampled per prompt (> 0)"""
+    rl_temperature: float = 1.0
+    """sampling temperature of rollouts (> 0)"""
+    rewards: str = "exact_match:1.0"
+    """rewards and weights, e.g. 'exact_match:1.0,format:0.1' (exact_match, steps, digit_match, format)"""
+    dynamic_sampling_max_rounds: int = 2
+    """extra sampling rounds per step at most when refilling dropped groups: near 0.99 more rounds cost seconds
+    for answers that are all right anyway (late batches are short instead) (>= 0)"""
+
+    def check_rollout(self):
+        """ValueError (one line) for a reward spec the task cannot score (steps needs show_work)."""
+        parse_reward_spec(self.rewards, self.show_work)
+
+    def check_rollout_split(self, world_size: int):
+        """Prompts are global and split evenly across ranks."""
+        if self.rl_batch_size % world_size != 0:
+            raise ConfigError(f"rl_batch_size={self.rl_batch_size} is not divisible by the {world_size} processes; "
+                              f"use a multiple of {world_size}")
+
+    def rollout_unused(self, settings: dict) -> list:
+        """[(settings, whether nothing reads them here, whose they are)]: the refill rounds are dynamic sampling's."""
+        return [(("dynamic_sampling_max_rounds",), not settings["dynamic_sampling"],
+                 "belongs to dynamic sampling (dynamic_sampling=true, as rl_algorithm=dapo has it)")]
 
 
 @dataclass

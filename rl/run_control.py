@@ -8,14 +8,59 @@ process dies, however it dies, so a killed run never leaves a stale lock behind.
 GracefulStop: SIGTERM or SIGINT only sets a flag; the training loop finishes its current step,
 agrees with the other ranks that someone was asked to stop, writes a snapshot and exits 0. A
 second Ctrl-C stops at once.
+
+RunSettings: the run's settings beside the algorithm's: its seed and folder, how often it evaluates, logs
+and saves, when it stops early, where it runs (rl/dist.py checks the device and backend names) and its
+wandb names.
 """
 
 import fcntl
 import os
 import signal
+from dataclasses import dataclass
 
 from rl.errors import ConfigError
 from rl.run_dir import lock_path
+
+
+@dataclass
+class RunSettings:
+    """The run around the algorithm: seed, folder, evaluations, snapshots, console, device, wandb."""
+    seed: int = 1337
+    """seeds model init, problem streams and sampling; the held-out set never depends on it (>= 0)"""
+    out_dir: str = ""
+    """run folder for snapshots, warm start and metrics; empty means out/<config name>"""
+    eval_interval: int = 10
+    """RL steps between evaluations on the test and validation sets (plus one at start and end); about 1 s each (> 0)"""
+    rl_target_accuracy: float = 0.0
+    """stop RL early once validation accuracy is at least this at rl_target_evals evaluations in a row, so a
+    fast device does not spend rl_train_steps sized for a CPU (0: always run rl_train_steps) (in [0, 1])"""
+    rl_target_evals: int = 2
+    """evaluations in a row that must reach rl_target_accuracy: held, not touched once (> 0)"""
+    save_interval: int = 50
+    """RL steps between snapshots (one is also written at the end) (> 0)"""
+    keep_snapshots: int = 3
+    """newest snapshots kept in out_dir; older ones are deleted once a newer one is complete (> 0)"""
+    max_bad_steps: int = 5
+    """stop after this many updates in a row skipped for a non-finite loss, gradient norm or sampling logits (> 0)"""
+    log_interval: int = 10
+    """RL steps between console lines (> 0)"""
+    eval_batch_size: int = 500
+    """held-out problems decoded at once per rank (> 0)"""
+    num_mistakes: int = 3
+    """wrong held-out answers printed at each evaluation (>= 0)"""
+    device: str = "auto"
+    """'auto' (CUDA when present, else CPU), 'cpu' or 'cuda'"""
+    backend: str = "auto"
+    """process-group backend under torchrun: 'auto' (nccl on CUDA, gloo on CPU), 'gloo' or 'nccl'"""
+    wandb_project: str = "mathrl"
+    """wandb project name"""
+    wandb_run_name: str = ""
+    """wandb run name; empty means the config name"""
+
+    def run_unused(self, settings: dict) -> list:
+        """[(settings, whether nothing reads them here, whose they are)]"""
+        return [(("rl_target_evals",), self.rl_target_accuracy == 0, "needs rl_target_accuracy > 0")]
 
 
 def check_writable(out_dir: str):

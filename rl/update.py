@@ -9,6 +9,9 @@ One optimizer step, on every rank:
   3. Clip each learner's global gradient norm to grad_clip; if the loss or a norm is not finite on
      any rank, skip the step everywhere (the numerical guard); else AdamW steps.
 The schedule (linear warmup, cosine decay: `lr_lambda`) follows RL steps, one `schedule` a step.
+
+ScheduleSettings: the settings of RL's optimizer steps (how many, in how many micro-batches, AdamW and its
+learning-rate schedule; the warm start's AdamW shares weight_decay, the betas and grad_clip).
 """
 
 import math
@@ -23,6 +26,7 @@ import torch
 
 from model.gpt import configure_optimizer
 from rl import dist, seeding
+from rl.errors import ConfigError
 
 
 def lr_lambda(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float) -> float:
@@ -33,6 +37,42 @@ def lr_lambda(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: floa
     # max(1, ...): warmup may last the whole run; min(1.0, ...): no step past the end climbs the cosine back up
     progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
     return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+@dataclass
+class ScheduleSettings:
+    """RL's optimizer steps: how many, each in how many micro-batches, and AdamW with its schedule."""
+    rl_train_steps: int = 200
+    """optimizer steps of RL (>= 0)"""
+    rl_ga_steps: int = 2
+    """micro-batches per step (gradient accumulation); bounds memory, not the result (> 0)"""
+    learning_rate: float = 3e-4
+    """peak learning rate of RL: 6e-4 and 1e-3 first lose most of the warm start's accuracy
+    (docs/earlier-studies.md) (> 0)"""
+    min_lr_ratio: float = 0.1
+    """cosine decay ends at learning_rate * min_lr_ratio (in [0, 1])"""
+    warmup_steps: int = 20
+    """RL steps of linear learning-rate warmup before the cosine decay (>= 0)"""
+    weight_decay: float = 0.01
+    """AdamW weight decay on weight matrices and embeddings, not biases or LayerNorm gains (warm start and RL) (>= 0)"""
+    adam_beta1: float = 0.9
+    """AdamW beta1 (warm start and RL) (in [0, 1))"""
+    adam_beta2: float = 0.99
+    """AdamW beta2 (warm start and RL) (in [0, 1))"""
+    grad_clip: float = 1.0
+    """clip the global gradient norm to this; 0 disables (warm start and RL) (>= 0)"""
+
+    def check_schedule(self, world_size: int = 1):
+        """rl_ga_steps divides the answers each process samples a step (rl_batch_size / world_size prompts
+        times rl_rollout_size), so every micro-batch has as many rows."""
+        local = self.rl_batch_size // world_size * self.rl_rollout_size
+        if local % self.rl_ga_steps == 0:
+            return
+        if world_size == 1:
+            raise ConfigError(f"rl_batch_size*rl_rollout_size={local} is not divisible by "
+                              f"rl_ga_steps={self.rl_ga_steps}")
+        raise ConfigError(f"each of the {world_size} processes samples {local} answers per step, "
+                          f"which rl_ga_steps={self.rl_ga_steps} does not divide")
 
 
 @dataclass

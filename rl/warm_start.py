@@ -18,14 +18,16 @@ A long warm start saves its progress every `sft_save_interval` steps and when st
 out_dir/warm_start_progress.pt; the same command continues from there. Its problems and dropout
 are functions of the step (rl/seeding.py), so a continued warm start equals an uninterrupted one.
 
-A `config` here is the resolved BaseRLConfig (configs/base.py), read through its fields only, so
-this file needs no import of the configs.
+WarmStartSettings: the warm start's settings and their checks, one of the groups BaseRLConfig
+(configs/base.py) composes. A `config` here is the resolved BaseRLConfig, read through its fields only,
+so this file needs no import of the configs.
 """
 
 import copy
 import functools
 import os
 import time
+from dataclasses import dataclass, fields
 
 import torch
 import torch.nn.functional as F
@@ -39,6 +41,70 @@ from rl.evaluate import evaluate
 from rl.math_env import MathEnvironment
 from rl.run_dir import progress_path, warm_start_path
 from rl.snapshot import check_compatible, load_snapshot, save_atomic, save_on_main
+
+
+@dataclass
+class WarmStartSettings:
+    """Where RL starts from, and the supervised warm start's settings."""
+    init_from: str = "sft"
+    """policy RL starts from: 'sft' (supervised warm start, cached in out_dir), 'scratch', or a file"""
+    sft_max_steps: int = 1000
+    """upper bound on supervised steps of the warm start (>= 0)"""
+    sft_batch_size: int = 256
+    """problems per supervised step (global, split across ranks) (> 0)"""
+    sft_learning_rate: float = 1e-3
+    """peak learning rate of the warm start (linear warmup, then constant) (> 0)"""
+    sft_warmup_steps: int = 50
+    """warm start steps of linear learning-rate warmup (>= 0)"""
+    sft_target_accuracy: float = 0.5
+    """stop the warm start once validation accuracy reaches this (supervised steps climb 0.42 -> 0.58 in 10 steps
+    here, far faster than RL, so a higher start saves RL steps; still at most 0.60) (in [0, 1])"""
+    sft_eval_interval: int = 5
+    """warm start steps between validation checks of the stopping rule (every step once past half the target) (> 0)"""
+    sft_num_eval: int = 250
+    """validation problems the stopping rule checks (the first of the validation set; fewer keeps it cheap) (> 0)"""
+    sft_save_interval: int = 200
+    """warm start steps between progress saves, so a crash or a stop loses at most this many (> 0)"""
+    sft_worked_examples: int = 0
+    """training pairs whose worked answers the warm start may see, a fixed draw from the train split shared by
+    every seed (0: all of them); RL still trains on every training problem, from the final-answer reward only
+    (docs/results.md "What RL adds") (>= 0)"""
+    sft_patience: int = 0
+    """stop the warm start once validation accuracy has not improved for this many steps: supervised training
+    for as long as it helps (0: only sft_target_accuracy and sft_max_steps stop it) (>= 0)"""
+
+    def check_warm_start(self):
+        if self.init_from not in ("sft", "scratch") and not os.path.isfile(self.init_from):
+            raise ConfigError(f"init_from={self.init_from!r} is neither 'sft', 'scratch' nor an existing file")
+
+    def check_warm_start_split(self, world_size: int):
+        """The warm start's batches are global and split evenly across ranks, when it runs."""
+        if self.init_from == "sft" and self.sft_max_steps and self.sft_batch_size % world_size != 0:
+            raise ConfigError(f"sft_batch_size={self.sft_batch_size} is not divisible by the {world_size} processes; "
+                              f"use a multiple of {world_size}")
+
+    def check_worked_examples(self, env: MathEnvironment):
+        """At most the train split's pairs, counted where the space is enumerated (a larger space's train split
+        holds millions of pairs)."""
+        pairs = env.split_size("train") if self.init_from == "sft" and self.sft_worked_examples else None
+        if pairs is not None and self.sft_worked_examples > pairs:
+            raise ConfigError(f"sft_worked_examples={self.sft_worked_examples} but the train split has only "
+                              f"{pairs} pairs; set it to at most {pairs} (0 for all)")
+
+    def warm_start_unused(self, settings: dict) -> list:
+        """[(settings, whether nothing reads them here, whose they are)]: with no warm start to run (init_from
+        is not sft, or sft_max_steps=0) nothing reads its settings; dropout neither: RL samples and updates in
+        eval mode."""
+        return [(WARM_START_FIELDS, self.init_from != "sft", "belongs to the warm start (init_from=sft)"),
+                # A file's model_args carry its dropout and must match the config's (rl/snapshot.py), so
+                # only a start from scratch ignores it.
+                (("dropout",), self.init_from == "scratch",
+                 "applies only to the warm start, init_from=sft (RL samples and updates in eval mode)"),
+                (WARM_START_FIELDS[1:] + ("dropout",), self.sft_max_steps == 0,
+                 "needs sft_max_steps > 0 (no warm start step runs)")]
+
+
+WARM_START_FIELDS = tuple(f.name for f in fields(WarmStartSettings) if f.name != "init_from")  # the sft_ ones
 
 # Bump when a code change alters what a warm start with the same settings computes, so caches
 # made by the old code are not reused. 2: one optimizer for both phases (no decay on LayerNorm

@@ -13,8 +13,9 @@ import torch
 
 import configs
 from configs import all_config_classes, get_config_class
-from configs.base import BaseRLConfig, ConfigError, field_type
+from configs.base import BaseRLConfig, ConfigError
 from configs.cli import build_config, parse_command_line
+from configs.fields import check_fields, field_ranges, field_type
 from model.gpt import GPT, GPTConfig
 from rl import dist
 from rl.snapshot import find_resume
@@ -444,7 +445,6 @@ OUTSIDE = {"(> 0)": 0, "(>= 0)": -1, "(in [0, 1])": 1.5, "(in [0, 1))": 1.0, "(1
 
 
 def test_every_numeric_setting_states_its_range_and_a_value_outside_it_is_refused():
-    from configs.base import field_type
     docs, checked = BaseRLConfig.field_docs(), 0
     for f in fields(BaseRLConfig):
         if field_type(f) not in (int, float) or f.name in ("vocab_size", "max_seq_len"):
@@ -597,8 +597,7 @@ def test_help_of_a_field_a_preset_overrides_keeps_the_base_values_and_range_and_
 
 
 def test_help_says_what_a_none_default_means_and_the_algorithm_value(capsys):
-    from configs.base import ALGORITHM_FIELDS
-    from rl.algorithms import ALGORITHMS
+    from rl.algorithms import ALGORITHM_FIELDS, ALGORITHMS
     blocks = field_blocks(help_text(capsys, "AdderRLConfig"))
     assert len(ALGORITHM_FIELDS) == 8
     for name in ALGORITHM_FIELDS:
@@ -629,8 +628,7 @@ def test_the_printed_config_marks_the_row_settings_an_objective_never_reads():
 
 def test_each_range_is_written_once_in_its_docstring_and_checked_from_there():
     from dataclasses import fields as dataclass_fields
-    from configs.base import BaseRLConfig, field_ranges
-    ranges = field_ranges()
+    ranges = field_ranges(BaseRLConfig)
     # every positivity or unit-interval check of the config reads a docstring: one place per range
     assert len(ranges) > 40 and set(ranges.values()) == {"> 0", ">= 0", "in [0, 1]", "in [0, 1)"}
     types = {f.name: f for f in dataclass_fields(BaseRLConfig)}
@@ -639,7 +637,7 @@ def test_each_range_is_written_once_in_its_docstring_and_checked_from_there():
         bad = {"> 0": 0 if is_int else 0.0, ">= 0": -1 if is_int else -0.5, "in [0, 1]": 1.5, "in [0, 1)": 1.0}[kind]
         words = {"> 0": "positive", ">= 0": "zero or positive"}.get(kind, kind)
         with pytest.raises(ConfigError) as e:
-            BaseRLConfig(**{name: bad})._check_numbers()
+            check_fields(BaseRLConfig(**{name: bad}))
         assert str(e.value) == f"{name} must be {words}, got {bad}"
     # a docstring without a range puts no bound on its field here (ndigit's 1 to 9 is its environment's)
-    BaseRLConfig(ndigit=0)._check_numbers()
+    check_fields(BaseRLConfig(ndigit=0))

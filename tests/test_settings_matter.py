@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 import torch
 
-from configs.base import WARM_START_FIELDS, ConfigError
+from configs.base import ConfigError
 from helpers import capture_gradients, make_config, make_trainer
 from rl import warm_start
 from rl.algorithms import AGGREGATIONS, ALGORITHMS
 from rl.dist import DistInfo
 from rl.problem_sampler import PROBLEM_SAMPLERS
+from rl.warm_start import WARM_START_FIELDS
 
 BASE = {name: dict(rl_algorithm=name) for name in ALGORITHMS}
 # rft learns only from exactly right answers: a policy that writes some (trained below) on a task it can

@@ -47,12 +47,12 @@ import time
 
 import numpy as np
 
-from configs.cli import build_config, parse_command_line
 from model.gpt import GPT, GPTConfig
 from rl import run_dir
 from rl.dist import DistInfo
 from rl.evaluate import evaluate
 from rl.math_env import MathEnvironment
+from rl.rl_ddp import config_from_args
 from rl.update import lr_lambda
 from rl.snapshot import load_snapshot
 from rl.tools import launch, results
@@ -186,8 +186,7 @@ def restore_warm_start(row: dict, config_name: str, seed: int, overrides: list) 
 def supervised_baseline(row: dict, config_name: str, seed: int, overrides: list) -> dict:
     """Supervised training from the run's warm start for its RL seconds (on the same worked examples
     as the warm start); test and validation accuracy at the end."""
-    cli = parse_command_line(["--config_name", config_name, f"--seed={seed}", *[f"--{kv}" for kv in overrides]])
-    config = build_config(cli)
+    config = config_from_args(["--config_name", config_name, f"--seed={seed}", *[f"--{kv}" for kv in overrides]])
     restored = {}
     if not os.path.exists(run_dir.warm_start_path(row["out_dir"])):
         restored = {"sft_from": restore_warm_start(row, config_name, seed, overrides)}

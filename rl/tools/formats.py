@@ -29,11 +29,11 @@ import time
 import numpy as np
 import torch
 
-from configs import get_config_class
 from model.gpt import GPT, GPTConfig
 from rl.dist import DistInfo
 from rl.evaluate import evaluate
 from rl.math_env import EQUALS, MathEnvironment, operation
+from rl.rl_ddp import get_config_class
 from rl.tools import results
 from rl.tools.report import markdown_table
 from rl.warm_start import teacher_forced_step

@@ -64,10 +64,10 @@ import time
 import numpy as np
 import torch
 
-from configs import get_config_class
 from model.gpt import autocast_dtype_for
 from rl.math_trainer import MathRLTrainer
 from rl import dist, run_dir
+from rl.rl_ddp import get_config_class
 from rl.tools import launch, results
 from rl.tools.report import markdown_table
 

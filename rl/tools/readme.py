@@ -34,7 +34,7 @@ def benchmark_rows(keep) -> list:
 def preset_runs(config: str) -> list:
     """The runs of a preset as it ships: 1 process, no --set, and the problem sampler the preset
     itself sets (named with --samplers, as the problem-selection runs do, or left to the preset)."""
-    from configs import get_config_class
+    from rl.rl_ddp import get_config_class
     own = get_config_class(config)().problem_sampler
     return benchmark_rows(lambda r: r["config"] == config and r["sampler"] in ("default", own)
                           and not r.get("set") and r["processes"] == 1)
