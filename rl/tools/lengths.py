@@ -30,12 +30,12 @@ import time
 import numpy as np
 import torch
 
-from configs.cli import build_config, parse_command_line
 from model.gpt import GPT, GPTConfig
 from rl import run_dir, seeding
 from rl.dist import DistInfo
 from rl.evaluate import evaluate, exact_pass_at_k, p_right
 from rl.long_env import environments, parse_range
+from rl.rl_ddp import config_from_args
 from rl.snapshot import load_snapshot
 from rl.tools import launch, results
 from rl.tools.report import markdown_table, median_range
@@ -99,7 +99,7 @@ def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: i
             *[f"--{kv}" for kv in overrides]]
     launch.run(args, log_path=run_dir.log_path(out))
     summary = run_dir.read_summary(out)
-    config = build_config(parse_command_line(args))
+    config = config_from_args(args)
     envs = environments(config.task_args(), lengths)
     model = GPT(GPTConfig(**config.model_args()))
     warm = load_snapshot(run_dir.warm_start_path(out))["model"]
