@@ -183,6 +183,24 @@ def restore_warm_start(row: dict, config_name: str, seed: int, overrides: list) 
     return "the warm start trained again (same steps and validation as the run's)"
 
 
+def supervised_for_seconds(model, config, seconds: float, step) -> tuple:
+    """The matched-compute supervised baseline's loop: step(i, optimizer) (one teacher-forced step) until
+    `seconds` are spent, with a fresh AdamW at the warm start's learning rate, 10 warmup steps and a cosine
+    decay to a tenth; returns (steps, seconds). The schedule's length is re-estimated from the pace so far
+    at every step (the first steps are slower, so a count fixed from them fell 29% short of RL's seconds)."""
+    optimizer = model.configure_optimizer(lr=config.sft_learning_rate, weight_decay=config.weight_decay,
+                                          betas=(config.adam_beta1, config.adam_beta2))
+    model.train()
+    t0, i, total = time.time(), 0, 10 ** 9
+    while time.time() - t0 < seconds:
+        for group in optimizer.param_groups:
+            group["lr"] = config.sft_learning_rate * lr_lambda(i, warmup_steps=10, total_steps=total, min_lr_ratio=0.1)
+        step(i, optimizer)
+        i += 1
+        total = max(i + 1, int(i * seconds / (time.time() - t0)))
+    return i, time.time() - t0
+
+
 def supervised_baseline(row: dict, config_name: str, seed: int, overrides: list) -> dict:
     """Supervised training from the run's warm start for its RL seconds (on the same worked examples
     as the warm start); test and validation accuracy at the end."""
@@ -193,25 +211,12 @@ def supervised_baseline(row: dict, config_name: str, seed: int, overrides: list)
     env = MathEnvironment(**config.task_args())
     model = GPT(GPTConfig(**config.model_args()))
     model.load_state_dict(load_snapshot(run_dir.warm_start_path(row["out_dir"]))["model"])
-    optimizer = model.configure_optimizer(lr=config.sft_learning_rate, weight_decay=config.weight_decay,
-                                          betas=(config.adam_beta1, config.adam_beta2))
     rng = np.random.default_rng(seed)
-    model.train()
 
-    def step(i: int, total: int):
-        for group in optimizer.param_groups:  # RL's schedule: 10 warmup steps, cosine decay to a tenth
-            group["lr"] = config.sft_learning_rate * lr_lambda(i, warmup_steps=10, total_steps=total, min_lr_ratio=0.1)
+    def step(i: int, optimizer):
         teacher_forced_step(model, env, optimizer, *training_pairs(config, env, config.sft_batch_size, rng), "cpu",
                             grad_clip=config.grad_clip)
-
-    # Until RL's seconds are spent: the schedule's length is re-estimated from the pace so far at every
-    # step (the first steps are slower, so a count fixed from them fell 29% short of RL's seconds).
-    t0, i, total = time.time(), 0, 10 ** 9
-    while time.time() - t0 < row["rl_train_seconds"]:
-        step(i, total)
-        i += 1
-        total = max(i + 1, int(i * row["rl_train_seconds"] / (time.time() - t0)))
-    total, seconds = i, time.time() - t0
+    total, seconds = supervised_for_seconds(model, config, row["rl_train_seconds"], step)
     # test is what is reported; validation is what a choice between settings may look at
     accuracy = {split: evaluate(model, env, *env.eval_operands(config.num_eval, split), DistInfo(),
                                 batch_size=config.eval_batch_size, num_mistakes=0, split=split).accuracy

@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import shutil
-import time
 
 import numpy as np
 import torch
@@ -38,8 +37,8 @@ from rl.long_env import environments, parse_range
 from rl.rl_ddp import config_from_args
 from rl.snapshot import load_snapshot
 from rl.tools import launch, results
+from rl.tools.benchmark import supervised_for_seconds
 from rl.tools.report import markdown_table, median_range
-from rl.update import lr_lambda
 from rl.warm_start import teacher_forced_step
 
 ARMS = ("none", "sft", "rl")
@@ -49,26 +48,17 @@ THRESHOLDS = (0.99, 0.5)
 
 
 def supervised_arm(model, config, env, seconds: float, seed: int) -> dict:
-    """Supervised training of model (the warm start's weights) on env's lengths for `seconds`; returns
-    its steps and seconds. The schedule's length is re-estimated from the pace at every step, so that
-    the cosine ends when the seconds do."""
-    optimizer = model.configure_optimizer(lr=config.sft_learning_rate, weight_decay=config.weight_decay,
-                                          betas=(config.adam_beta1, config.adam_beta2))
-    model.train()
-    t0, i, total = time.time(), 0, 10 ** 9
-    while time.time() - t0 < seconds:
-        for group in optimizer.param_groups:
-            group["lr"] = config.sft_learning_rate * lr_lambda(i, warmup_steps=10, total_steps=total, min_lr_ratio=0.1)
+    """Supervised training of model (the warm start's weights) on env's lengths for `seconds`, as the
+    benchmark's matched-compute baseline trains (supervised_for_seconds); returns its steps and seconds."""
+    def step(i: int, optimizer):
         # as the warm start's steps, on streams of their own (seed + 1), so no problem repeats one of RL's draws
         seeding.set_step_width(env, seed + 1, i, seeding.SFT_WIDTHS)
-        problems = seeding.numpy_rng(seed + 1, 0, i, seeding.SFT_PROBLEMS)
-        a, b = env.sample_operands(config.sft_batch_size, problems)
+        a, b = env.sample_operands(config.sft_batch_size, seeding.numpy_rng(seed + 1, 0, i, seeding.SFT_PROBLEMS))
         teacher_forced_step(model, env, optimizer, a, b, "cpu", grad_clip=config.grad_clip,
                             rng=seeding.numpy_rng(seed + 1, 0, i, seeding.POSITIONS))
-        i += 1
-        total = max(i + 1, int(i * seconds / (time.time() - t0)))
+    steps, spent = supervised_for_seconds(model, config, seconds, step)
     model.eval()
-    return {"sft_steps": i, "sft_seconds": round(time.time() - t0, 1)}
+    return {"sft_steps": steps, "sft_seconds": round(spent, 1)}
 
 
 def evaluate_arm(model, envs: dict, num: int, ks: list, temperature: float) -> dict:
@@ -207,7 +197,7 @@ def plot(recs: list, path: str, split: str = "test"):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="LongAdderRLConfig")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--seeds", nargs="+", type=int, default=None, help="default: 0 (with --table: every saved seed)")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides for every seed")
     parser.add_argument("--ndigits", nargs="+", type=int, default=list(LENGTHS))
     parser.add_argument("--num", type=int, default=200, help="problems per length and split")
@@ -220,9 +210,10 @@ def main():
         recs = saved(args.config, args.set, args.seeds)
     else:
         recs = [run_seed(args.config, s, args.set, sorted(args.ndigits), args.num, sorted(set(args.k)))
-                for s in args.seeds]
+                for s in args.seeds or [0]]
     if not recs:
-        raise SystemExit(f"error: no results/lengths/ file for {args.config} with seeds {args.seeds}; run without --table")
+        raise SystemExit(f"error: no results/lengths/ file for {args.config} with seeds {args.seeds}; "
+                         f"run without --table")
     print(table(recs, args.split) + "\n\n" + provenance(recs))
     path = os.path.join(results.ROOT, "lengths", f"{args.config}{'-' + '+'.join(args.set) if args.set else ''}"
                         f"-{args.split}.png")
