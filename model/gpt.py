@@ -90,6 +90,9 @@ class ModelSettings:
     cuda_graphs: bool = True
     """on CUDA, decode (sampling and evaluation) by replaying a CUDA graph captured once per batch shape:
     one launch instead of ~70 a token; the CPU ignores it"""
+    matmul_attention: bool = False
+    """attention in plain matmuls instead of F.scaled_dot_product_attention: for answers of a dozen tokens flash
+    attention's tiles are mostly padding (a kernel profile on an H200 put it at 85% of sampling's GPU time)"""
 
     def model_args(self) -> dict:
         """GPTConfig's arguments: what a snapshot stores of the model."""
@@ -176,7 +179,7 @@ def matmul_attention(q, k, v, *, is_causal: bool):
     """softmax(q k^T / sqrt(head_dim), causal mask aligned top-left as SDPA's) v in plain matmuls. The answers here
     are a dozen tokens: flash attention tiles T in blocks of 64-128 and launches one block per (row, head), and a
     kernel profile at 4,096 x 8 answers (H200, bf16) put it at 85% of sampling's GPU time and 65% of the update's.
-    Not yet measured on a GPU itself: GPT.configure_runtime(matmul_attention=True) turns it on."""
+    GPT.configure_runtime(matmul_attention=True) turns it on (the setting of the same name)."""
     att = (q @ k.transpose(-2, -1)) * q.size(-1) ** -0.5  # (B, n_head, Tq, Tk)
     if is_causal:
         keep = torch.ones(att.shape[-2:], dtype=torch.bool, device=q.device).tril()

@@ -40,11 +40,11 @@ def test_cpu_sweep_records_every_measurement(tmp_path, capsys):
     for kind in ("sweep_sampling", "sweep_update", "sweep_forward_backward"):
         assert sorted(r["precision"] for r in rows if r["metric"] == kind and not r.get("matmul_attention")) == \
             ["bf16", "fp32"]
-    # and sampling and the update with attention in plain matmuls (bf16)
+    # and sampling, the update (bf16) and a whole step (auto) with attention in plain matmuls
     matmul = [(r["metric"], r["precision"]) for r in rows if r.get("matmul_attention")]
-    assert sorted(matmul) == [("sweep_sampling", "bf16"), ("sweep_update", "bf16")]
+    assert sorted(matmul) == [("sweep_sampling", "bf16"), ("sweep_step", "auto"), ("sweep_update", "bf16")]
     steps = [r for r in rows if r["metric"] == "sweep_step"]
-    assert sorted(r["precision"] for r in steps) == ["auto", "fp32"]
+    assert sorted(r["precision"] for r in steps) == ["auto", "auto", "fp32"]
     for r in steps:
         shares = [r[f"{k}_share"] for k in ("rollout", "reward", "update", "other")]
         assert all(0.0 <= x <= 1.0 for x in shares) and abs(sum(shares) - 1.0) < 1e-6, r
@@ -60,3 +60,16 @@ def test_cuda_without_cuda_is_one_line_and_exit_2():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr == NO_CUDA + "\n"
     assert NO_CUDA == "error: --device cuda but CUDA is not available here; use --device cpu"
+
+
+def test_each_gpu_keeps_its_results_in_its_own_folder(tmp_path, monkeypatch):
+    """Seconds compare only on one card: rl/tools/gpu.py and the sweep write to results/gpu/<GPU>/, and the
+    tables read every card's folder."""
+    from rl.tools import results
+    monkeypatch.setattr(results, "ROOT", str(tmp_path))
+    for folder, value in (("gpu/NVIDIA-H200", 1), ("gpu", 2), ("gpu/NVIDIA-H100-80GB-HBM3", 3)):
+        results.save({"value": value}, results.path(folder, "run"))
+    assert [r["value"] for r in results.load_tree("gpu")] == [2, 3, 1]  # the top folder, then each card's
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: "NVIDIA H100 80GB HBM3")
+    assert results.gpu_folder() == "gpu/NVIDIA-H100-80GB-HBM3"

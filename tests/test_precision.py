@@ -203,6 +203,15 @@ def test_a_model_with_matmul_attention_computes_the_same_logits():
     assert torch.equal(matmul, greedy())
 
 
+def test_the_matmul_attention_setting_reaches_every_block_and_keeps_the_cpu_curve():
+    """--matmul_attention=true runs the policy's attention in matmuls; on the CPU the first step's loss is SDPA's
+    to float rounding (the setting is opt-in, so the presets' curves are untouched)."""
+    on, off = make_trainer(matmul_attention=True), make_trainer()
+    assert all(b.attn.matmul_attention for b in on.model.blocks)
+    assert not any(b.attn.matmul_attention for b in off.model.blocks)
+    assert on.train_step()["train/policy_loss"] == pytest.approx(off.train_step()["train/policy_loss"], abs=1e-5)
+
+
 @cuda
 def test_matmul_attention_graphs_give_the_eager_tokens():
     prompts = torch.randint(0, 12, (64, 8), device="cuda")

@@ -2,11 +2,11 @@
 
     python -m rl.tools.gpu                               # every preset below: choose on seed 0, confirm on 1337 0 1
     python -m rl.tools.gpu --configs AdderRLConfig --choose_seed 0 --seeds 1337 0 1
-    python -m rl.tools.gpu --table                       # the tables of the files in results/gpu/, running nothing
+    python -m rl.tools.gpu --table                       # the tables of the files in results/gpu/*/, running nothing
 
 Every run is the benchmark's (rl/tools/benchmark.py: the README's command in a fresh folder, timed on the
-run's own clock with the warm start included) and its file is written to results/gpu/ as soon as it finishes,
-naming the GPU, its driver and torch; a run whose file exists is read back, not run again.
+run's own clock with the warm start included) and its file is written to results/gpu/<GPU>/ as soon as it
+finishes, naming the GPU, its driver and torch; a run whose file exists for this GPU is read back, not run again.
 
 The choice looks at validation only: of a preset's CANDIDATES (each a list of --set overrides), the one whose
 validation accuracy first reaches the preset's target soonest on the run's clock; a candidate that never
@@ -31,27 +31,32 @@ MULTIPLIER = ["rl_ga_steps=1", "eval_interval=5", "eval_batch_size=2000", "rl_tr
               "rl_target_accuracy=0.995"]
 MULTIPLIER3 = ["rl_ga_steps=1", "eval_interval=5", "eval_batch_size=1000", "rl_train_steps=400",
                "rl_target_accuracy=0.99"]
-CANDIDATES = {
+MATMUL = ["matmul_attention=true"]  # attention in plain matmuls: flash attention's tiles are mostly padding here
+CANDIDATES = {  # (the 256-prompt candidates of earlier sessions lost on an H200: results/gpu/NVIDIA-H200/)
     "AdderRLConfig": (0.99, [
         ADDER,
-        [*ADDER, "rl_batch_size=256", "learning_rate=6e-4"],
-        [*ADDER, "rl_batch_size=256", "learning_rate=6e-4", "sft_batch_size=512", "sft_learning_rate=2e-3"],
+        [*ADDER, *MATMUL],
+        # a supervised step costs about what an RL step does on a GPU: let the warm start go further
+        [*ADDER, *MATMUL, "sft_target_accuracy=0.9", "sft_batch_size=512", "sft_learning_rate=2e-3",
+         "sft_max_steps=1500"],
     ]),
     "MultiplierRLConfig": (0.99, [
         MULTIPLIER,
-        [*MULTIPLIER, "rl_batch_size=256", "learning_rate=2e-4"],
+        [*MULTIPLIER, *MATMUL],
+        [*MULTIPLIER, *MATMUL, "sft_target_accuracy=0.95", "sft_max_steps=1500"],
     ]),
     "Multiplier3RLConfig": (0.98, [
         MULTIPLIER3,
-        [*MULTIPLIER3, "rl_batch_size=256", "learning_rate=2e-4"],
+        [*MULTIPLIER3, *MATMUL],
+        [*MULTIPLIER3, *MATMUL, "sft_target_accuracy=0.95"],
     ]),
 }
 
 
 def run(config_name: str, seed: int, overrides: list, out_dir: str) -> dict:
-    """One benchmark run (read back from results/gpu/ when its file exists)."""
+    """One benchmark run (read back from results/gpu/<this GPU>/ when its file exists)."""
     args = SimpleNamespace(configs=[config_name], seeds=[seed], out_dir=out_dir, set=list(overrides), nproc=1,
-                           samplers=None, rerun=False, what_rl_adds=False, results="gpu")
+                           samplers=None, rerun=False, what_rl_adds=False, results=results.gpu_folder())
     return benchmark.measure(args)[0]
 
 
@@ -94,14 +99,14 @@ def main():
     parser.add_argument("--choose_seed", type=int, default=0)
     parser.add_argument("--seeds", nargs="+", type=int, default=[1337, 0, 1])
     parser.add_argument("--out_dir", default=os.path.join(launch.REPO, "out", "gpu"))
-    parser.add_argument("--table", action="store_true", help="print the tables of results/gpu/, running nothing")
+    parser.add_argument("--table", action="store_true", help="print the tables of results/gpu/*/, running nothing")
     args = parser.parse_args()
     if not args.table:
         for name in args.configs:
             chosen = choose(name, args.choose_seed, args.out_dir)
             for seed in args.seeds:
                 run(name, seed, chosen, args.out_dir)
-    print(table([r for r in results.load("gpu") if "config" in r and "seed" in r]))
+    print(table([r for r in results.load_tree("gpu") if "config" in r and "seed" in r]))
 
 
 if __name__ == "__main__":

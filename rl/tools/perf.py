@@ -410,10 +410,10 @@ def sweep_forward_backward(s: Sweep, trainer: MathRLTrainer, precision: str) -> 
                 optimizer="AdamW step included" + (" (fused)" if optimizer.defaults.get("fused") else ""))
 
 
-def sweep_steps(s: Sweep, prompts: int, precision: str, graphs: bool) -> dict:
+def sweep_steps(s: Sweep, prompts: int, precision: str, graphs: bool, matmul: bool = False) -> dict:
     """Whole RL steps of a fresh trainer: the first a warm-up, then up to reps (within the budget). The
     shares are those of the median step (by seconds), so that they sum to 1."""
-    trainer = s.trainer(prompts, precision=precision, cuda_graphs=graphs)
+    trainer = s.trainer(prompts, precision=precision, cuda_graphs=graphs, matmul_attention=matmul)
     trainer.train_step()  # warm-up: graph captures, first-call allocations
     steps, spent = [], 0.0
     while len(steps) < max(s.reps, 1) and spent < s.budget_s:
@@ -451,6 +451,8 @@ def sweep_size(s: Sweep, prompts: int):
     for precision, graphs in (("auto", s.cuda), ("fp32", False)):
         s.row("sweep_step", prompts, lambda: sweep_steps(s, prompts, precision, graphs),
               precision=precision, graphs=graphs)
+    s.row("sweep_step", prompts, lambda: sweep_steps(s, prompts, "auto", s.cuda, matmul=True), precision="auto",
+          graphs=s.cuda, matmul_attention=True)
 
 
 def sweep(config_name: str, device: torch.device, sizes, *, reps: int = 5, budget_s: float = 30.0) -> list:
@@ -487,10 +489,10 @@ def sweep_table(rows: list) -> str:
                       sec("sweep_update", "bf16"), matmul("sweep_update", "seconds", "{:.4f}"),
                       f"{sec('sweep_forward_backward', 'fp32')} / {sec('sweep_forward_backward', 'bf16')}",
                       cell("sweep_step", prompts, "answers_per_second", "{:,.0f}", precision="auto"),
-                      shares(prompts)])
+                      matmul("sweep_step", "answers_per_second", "{:,.0f}"), shares(prompts)])
     headers = ["prompts", "sampling tok/s eager fp32", "sampling tok/s graphs bf16", "the same, matmul attention",
                "update s fp32", "update s bf16", "the same, matmul attention", "bare fwd+bwd+AdamW s fp32 / bf16", "step answers/s (auto)",
-               "step shares rollout / reward / update / other (auto)"]
+               "the same, matmul attention", "step shares rollout / reward / update / other (auto)"]
     return markdown_table(headers, lines)
 
 
@@ -502,7 +504,7 @@ def parse_sweep_args(argv=None) -> argparse.Namespace:
                         help="prompts a step, comma-separated (answers: each times the config's rl_rollout_size)")
     parser.add_argument("--reps", type=int, default=5, help="timed calls (or steps) a measurement, at most")
     parser.add_argument("--budget", type=float, default=30.0, help="seconds of timed calls a measurement, at most")
-    parser.add_argument("--out", default=None, help="the record's path (default results/gpu/perf-<config>.json)")
+    parser.add_argument("--out", default=None, help="the record's path (default results/gpu/<GPU>/perf-<config>.json)")
     args = parser.parse_args(argv)
     try:
         args.sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
@@ -528,7 +530,7 @@ def sweep_main(argv=None) -> int:
                             ",".join(map(str, args.sizes)), "--reps", str(args.reps), "--budget", f"{args.budget:g}"]
                            + (["--out", args.out] if args.out else []))
         rec = {"tool": "perf-sweep", "command": command, "device": str(device), **results.machine(), "rows": rows}
-        path = args.out or results.path("gpu", f"perf-{name}")
+        path = args.out or results.path(results.gpu_folder(), f"perf-{name}")
         results.save(rec, path)
         print(f"\n{name} on {device} (saved to {path}):\n{sweep_table(rows)}", flush=True)
     return 0

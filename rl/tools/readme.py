@@ -67,7 +67,7 @@ def headline() -> str:
         sampler = {r["sampler"] for r in rs} - {"default"}
         sources.append(f"`python -m rl.tools.benchmark --configs {config} --seeds {' '.join(str(r['seed']) for r in rs)}"
                        + "".join(f" --samplers {s}" for s in sorted(sampler)) + "`")
-    for config, rs in gpu_runs().items():  # (the GPU's settings in the command; "On a GPU" below says more)
+    for (config, _), rs in gpu_runs().items():  # (the GPU's settings in the command; "On a GPU" below says more)
         rows.append([f"`{config}`", what_it_learns(rs[0]["resolved_config"]), rs[0]["gpu"], len(rs),
                      median_range([r["final_accuracy"] for r in rs]), median_range([r["wall_seconds"] for r in rs],
                                                                                   "{:.0f}"),
@@ -77,7 +77,7 @@ def headline() -> str:
     return (table + "\n\nCPU rows: " + "; ".join(sorted(machines)) + ", one run at a time, from the files in "
             "`results/benchmark/` written by " + ", ".join(sources) + " (each run is the command shown with "
             "`--seed=S --no_wandb`, and the preset's own `--problem_sampler` where the benchmark names it). GPU rows: "
-            "`results/gpu/`, written by `python -m rl.tools.gpu` (README, \"On a GPU\").")
+            "`results/gpu/<GPU>/`, written by `python -m rl.tools.gpu` (README, \"On a GPU\").")
 
 
 def problem_selection() -> str:
@@ -174,29 +174,29 @@ def scarce_study() -> str:
 
 
 def gpu_runs() -> dict:
-    """{preset: its runs on a GPU with the settings chosen on validation}: of the files rl/tools/gpu.py wrote to
-    results/gpu/, each preset's group of settings run on the most seeds (the candidates ran on one)."""
+    """{(preset, GPU): its runs with the settings chosen on validation}: of the files rl/tools/gpu.py wrote to
+    results/gpu/<GPU>/, each preset's group of settings run on the most seeds (the candidates ran on one)."""
     groups = {}
-    for r in results.load("gpu"):
+    for r in results.load_tree("gpu"):
         if "seed" in r:
-            groups.setdefault(r["config"], {}).setdefault(tuple(r["set"]), []).append(r)
-    order = lambda config: PRESETS.index(config) if config in PRESETS else len(PRESETS)
-    return {config: max(groups[config].values(), key=len) for config in sorted(groups, key=order)}
+            groups.setdefault((r["config"], r["gpu"]), {}).setdefault(tuple(r["set"]), []).append(r)
+    order = lambda key: (PRESETS.index(key[0]) if key[0] in PRESETS else len(PRESETS), key[1])
+    return {key: max(groups[key].values(), key=len) for key in sorted(groups, key=order)}
 
 
 def gpu_presets() -> str:
     """The presets on one GPU, chosen settings, every seed: final test accuracy, first test >= the aim, the run."""
     from rl.tools.gpu import CANDIDATES
     rows, gpus = [], set()
-    for config, rs in gpu_runs().items():
+    for (config, _), rs in gpu_runs().items():
         aim = CANDIDATES[config][0]
         gpus |= {f"{r['gpu']} (driver {r['driver']}, torch {r['torch']}, CUDA {r['cuda']})" for r in rs}
-        rows.append([f"`{config}`", f"`{' '.join('--' + kv for kv in rs[0]['set'])}`",
+        rows.append([f"`{config}`", rs[0]["gpu"], f"`{' '.join('--' + kv for kv in rs[0]['set'])}`",
                      " ".join(str(r["seed"]) for r in rs), median_range([r["final_accuracy"] for r in rs]),
                      median_range([first_reaching(r["curve"], aim) for r in rs], "{:.1f}") + f" (>= {aim})",
                      median_range([r["curve"][0][0] for r in rs], "{:.1f}"),
                      median_range([r["wall_seconds"] for r in rs], "{:.1f}")])
-    table = markdown_table(["preset", "settings chosen on validation (seed 0)", "seeds", "final test",
+    table = markdown_table(["preset", "GPU", "settings chosen on validation (seed 0)", "seeds", "final test",
                             "first test >= aim, s", "RL starts at, s", "whole run, s"], rows)
     return table + "\n\nOn " + "; ".join(sorted(gpus)) + ". Seconds are the run's own clock from the script's start " \
         "(`perf/run_seconds`): the model and the device's start-up, the warm start and every evaluation included."
@@ -205,7 +205,7 @@ def gpu_presets() -> str:
 def gpu_speed() -> str:
     """The perf sweep's table (python -m rl.tools.perf --device cuda) and where it ran."""
     from rl.tools import perf
-    recs = [r for r in results.load("gpu") if r.get("tool") == "perf-sweep"]
+    recs = [r for r in results.load_tree("gpu") if r.get("tool") == "perf-sweep"]
     return "\n\n".join(perf.sweep_table(r["rows"]) + f"\n\n`{r['command']}` on {r['gpu']}, torch {r['torch']}."
                        for r in recs)
 

@@ -15,6 +15,7 @@ commit is recorded, not part of the key, so results survive commits that do not 
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 
@@ -53,6 +54,13 @@ def gpu() -> dict:
             "driver": driver[0] if driver else None, "cuda": torch.version.cuda}
 
 
+def gpu_folder() -> str:
+    """The results folder of this machine's GPU, "gpu/<its name>" (gpu/NVIDIA-H200): seconds compare only on one
+    card, and a run read back instead of rerun must have run on this one."""
+    name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no-GPU"
+    return "gpu/" + re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-")
+
+
 def curve_and_steps(rows: list) -> tuple:
     """From metrics.jsonl rows: the evaluation curve [{step, seconds, answers, test, validation}], where
     seconds are RL step seconds summed so far (evaluations excluded, so runs that evaluate at different
@@ -89,6 +97,13 @@ def save(rec: dict, file: str):
     with open(file + ".tmp", "w") as f:  # a crash mid-write leaves the old file, never half a record
         json.dump(rec, f, indent=1)
     os.replace(file + ".tmp", file)
+
+
+def load_tree(tool: str) -> list:
+    """Every record of one tool and of its subfolders (results/gpu/<GPU>/), folder by folder."""
+    folder = os.path.join(ROOT, tool)
+    subs = sorted(d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d))) if os.path.isdir(folder) else []
+    return load(tool) + [r for d in subs for r in load_tree(f"{tool}/{d}")]
 
 
 def load(tool: str) -> list:
