@@ -73,3 +73,15 @@ def test_each_gpu_keeps_its_results_in_its_own_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: "NVIDIA H100 80GB HBM3")
     assert results.gpu_folder() == "gpu/NVIDIA-H100-80GB-HBM3"
+
+
+def test_the_gpu_table_never_pools_two_cards():
+    from rl.tools.gpu import table
+    run = lambda gpu, seed, acc: {"config": "AdderRLConfig", "set": ["rl_ga_steps=1"], "seed": seed, "gpu": gpu,
+                                  "final_accuracy": acc, "curve": [(3.0, 0.5), (9.0, 0.995)], "wall_seconds": 10.0,
+                                  "warm_start_seconds": 2.0}
+    lines = table([run("NVIDIA H200", 0, 0.99), run("NVIDIA H100 80GB HBM3", 0, 1.0), run("NVIDIA H100 80GB HBM3", 1, 0.998)]
+                  ).splitlines()[2:]
+    assert len(lines) == 2
+    assert "| 2 | 0.999 (0.998-1.000) | 9.0 (9.0-9.0) (>= 0.99)" in next(l for l in lines if "H100" in l)
+    assert "| 1 | 0.990 |" in next(l for l in lines if "H200" in l)

@@ -7,7 +7,8 @@
 export PYTHONUNBUFFERED=1
 nvidia-smi > $OUT/nvidia-smi.txt 2>&1
 G=$(python3 -c "from rl.tools.results import gpu_folder; print(gpu_folder())")
-save() { mkdir -p $OUT/results && cp -r results/$G $OUT/results/ 2>/dev/null; }
+# (a tarball: the device tool does not bring back files whose names hold "=" or "+")
+save() { tar czf $OUT/results.tgz results/$G out/gpu --exclude='*.pt' 2>/dev/null; }
 if [ "${STAGES:-all}" = all ]; then
   timeout 60 python3 -m pytest -q tests/test_precision.py > $OUT/pytest.log 2>&1; tail -2 $OUT/pytest.log
   timeout 120 python3 -m rl.tools.perf --device cuda --sizes 64,512,4096,8192 --reps 3 --budget 2 > $OUT/perf.log 2>&1

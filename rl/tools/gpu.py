@@ -77,12 +77,12 @@ def choose(config_name: str, seed: int, out_dir: str) -> list:
 
 
 def table(rows: list) -> str:
-    """Median (min-max) over seeds of each preset x settings run on a GPU."""
+    """Median (min-max) over seeds of each preset x settings x GPU."""
     groups = {}
-    for r in rows:
-        groups.setdefault((r["config"], tuple(r.get("set", []))), []).append(r)
+    for r in rows:  # seconds compare only on one card: a group is one GPU's
+        groups.setdefault((r["config"], tuple(r.get("set", [])), r.get("gpu", "-")), []).append(r)
     lines = []
-    for (config, overrides), rs in sorted(groups.items()):
+    for (config, overrides, _), rs in sorted(groups.items()):
         target = CANDIDATES.get(config, (0.99,))[0]
         lines.append([config, " ".join(overrides) or "(preset)", str(len(rs)),
                       median_range([r["final_accuracy"] for r in rs]),
