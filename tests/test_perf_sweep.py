@@ -85,3 +85,16 @@ def test_the_gpu_table_never_pools_two_cards():
     assert len(lines) == 2
     assert "| 2 | 0.999 (0.998-1.000) | 9.0 (9.0-9.0) (>= 0.99)" in next(l for l in lines if "H100" in l)
     assert "| 1 | 0.990 |" in next(l for l in lines if "H200" in l)
+
+
+def test_the_gpu_choice_ranks_by_the_first_time_validation_reaches_any_aim():
+    """3-digit multiplication aims at 0.98, which is not one of the benchmark's thresholds: the choice reads the
+    validation curve itself (sooner first, then the never-reaching by final validation)."""
+    from rl.tools.gpu import rank
+    later = {"validation_seconds_curve": [(10.0, 0.9), (27.7, 0.982), (36.2, 0.992)], "final_validation": 0.992}
+    sooner = {"validation_seconds_curve": [(10.0, 0.9), (25.1, 0.98), (30.5, 0.99)], "final_validation": 0.99}
+    never = {"validation_seconds_curve": [(10.0, 0.9), (33.6, 0.977)], "final_validation": 0.977}
+    legacy = {"seconds_to_validation_0.99": 19.7, "final_validation": 0.996}  # written before the curve was kept
+    assert sorted([never, later, sooner], key=lambda r: rank(r, 0.98)) == [sooner, later, never]
+    assert rank(later, 0.98) == (False, 27.7, -0.992) and rank(never, 0.98) == (True, 0.0, -0.977)
+    assert rank(legacy, 0.99) == (False, 19.7, -0.996) and rank(legacy, 0.98) == (True, 0.0, -0.996)

@@ -141,6 +141,7 @@ def summarize(out_dir: str, row: dict, wall: float) -> dict:
     # the same on validation, for whatever chooses between settings (rl/tools/gpu.py): test is only reported
     val_curve = [(r["perf/run_seconds"] + offset, r["val/accuracy"]) for r in rows if "val/accuracy" in r]
     row.update({f"seconds_to_validation_{t}": first_reaching(val_curve, t) for t in TARGETS})
+    row["validation_seconds_curve"] = [(round(t, 2), a) for t, a in val_curve]  # for aims outside TARGETS
     return row
 
 
@@ -352,7 +353,8 @@ def measure(args) -> list:
                     row["command"] += " --what_rl_adds"
                     results.save(row, path)
                 rows.append(row)
-                bulky = ("curve", "evals", "steps", "validation_curve", "resolved_config", "summary")
+                bulky = ("curve", "evals", "steps", "validation_curve", "validation_seconds_curve", "resolved_config",
+                         "summary")
                 print(json.dumps({k: v for k, v in row.items() if k not in bulky}), flush=True)
     return rows
 

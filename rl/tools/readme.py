@@ -67,7 +67,7 @@ def headline() -> str:
         sampler = {r["sampler"] for r in rs} - {"default"}
         sources.append(f"`python -m rl.tools.benchmark --configs {config} --seeds {' '.join(str(r['seed']) for r in rs)}"
                        + "".join(f" --samplers {s}" for s in sorted(sampler)) + "`")
-    for (config, _), rs in gpu_runs().items():  # (the GPU's settings in the command; "On a GPU" below says more)
+    for config, rs in gpu_runs().items():  # (the GPU's settings in the command; "On a GPU" below says more)
         rows.append([f"`{config}`", what_it_learns(rs[0]["resolved_config"]), rs[0]["gpu"], len(rs),
                      median_range([r["final_accuracy"] for r in rs]), median_range([r["wall_seconds"] for r in rs],
                                                                                   "{:.0f}"),
@@ -173,33 +173,45 @@ def scarce_study() -> str:
                            "at the end", "trained share of answers (median step)", "RL s"], rows)
 
 
-def gpu_runs() -> dict:
-    """{(preset, GPU): its runs with the settings chosen on validation}: of the files rl/tools/gpu.py wrote to
+# the card whose runs the README shows (issue 33's targets name an H100); docs/results.md shows every card's
+README_GPU = "NVIDIA H100 80GB HBM3"
+
+
+def gpu_runs(card: str = README_GPU) -> dict:
+    """{preset: its runs on one GPU with the settings chosen on validation}: of the files rl/tools/gpu.py wrote to
     results/gpu/<GPU>/, each preset's group of settings run on the most seeds (the candidates ran on one)."""
     groups = {}
     for r in results.load_tree("gpu"):
-        if "seed" in r:
-            groups.setdefault((r["config"], r["gpu"]), {}).setdefault(tuple(r["set"]), []).append(r)
-    order = lambda key: (PRESETS.index(key[0]) if key[0] in PRESETS else len(PRESETS), key[1])
-    return {key: max(groups[key].values(), key=len) for key in sorted(groups, key=order)}
+        if "seed" in r and r["gpu"] == card:
+            groups.setdefault(r["config"], {}).setdefault(tuple(r["set"]), []).append(r)
+    order = lambda config: PRESETS.index(config) if config in PRESETS else len(PRESETS)
+    return {config: max(groups[config].values(), key=len) for config in sorted(groups, key=order)}
 
 
 def gpu_presets() -> str:
     """The presets on one GPU, chosen settings, every seed: final test accuracy, first test >= the aim, the run."""
     from rl.tools.gpu import CANDIDATES
     rows, gpus = [], set()
-    for (config, _), rs in gpu_runs().items():
+    for config, rs in gpu_runs().items():
         aim = CANDIDATES[config][0]
         gpus |= {f"{r['gpu']} (driver {r['driver']}, torch {r['torch']}, CUDA {r['cuda']})" for r in rs}
-        rows.append([f"`{config}`", rs[0]["gpu"], f"`{' '.join('--' + kv for kv in rs[0]['set'])}`",
+        rows.append([f"`{config}`", f"`{' '.join('--' + kv for kv in rs[0]['set'])}`",
                      " ".join(str(r["seed"]) for r in rs), median_range([r["final_accuracy"] for r in rs]),
                      median_range([first_reaching(r["curve"], aim) for r in rs], "{:.1f}") + f" (>= {aim})",
                      median_range([r["curve"][0][0] for r in rs], "{:.1f}"),
                      median_range([r["wall_seconds"] for r in rs], "{:.1f}")])
-    table = markdown_table(["preset", "GPU", "settings chosen on validation (seed 0)", "seeds", "final test",
+    table = markdown_table(["preset", "settings chosen on validation (seed 0)", "seeds", "final test",
                             "first test >= aim, s", "RL starts at, s", "whole run, s"], rows)
-    return table + "\n\nOn " + "; ".join(sorted(gpus)) + ". Seconds are the run's own clock from the script's start " \
-        "(`perf/run_seconds`): the model and the device's start-up, the warm start and every evaluation included."
+    return table + "\n\nOn " + "; ".join(sorted(gpus)) + ". \"First test\" and \"RL starts\" are on the run's own clock " \
+        "(`perf/run_seconds`, from the model's build on: CUDA's start-up, the warm start and every evaluation " \
+        "included; Python's imports before it are not); \"whole run\" is the process's wall seconds."
+
+
+def gpu_candidates() -> str:
+    """Every preset x settings x GPU that rl/tools/gpu.py ran (the candidates on seed 0, the chosen on three)."""
+    from rl.tools import gpu
+    return gpu.table([r for r in results.load_tree("gpu") if "seed" in r]) + \
+        "\n\n`python -m rl.tools.gpu --table`; first test >= the preset's aim on the run's clock, warm start included."
 
 
 def gpu_speed() -> str:
@@ -210,7 +222,7 @@ def gpu_speed() -> str:
                        for r in recs)
 
 
-BLOCKS = {"gpu-presets": gpu_presets, "gpu-speed": gpu_speed, "headline": headline, "problem-selection": problem_selection, "presets-study": presets_study, "what-rl-adds": what_rl_adds, "speed": speed,
+BLOCKS = {"gpu-presets": gpu_presets, "gpu-candidates": gpu_candidates, "gpu-speed": gpu_speed, "headline": headline, "problem-selection": problem_selection, "presets-study": presets_study, "what-rl-adds": what_rl_adds, "speed": speed,
           "scarce-study": scarce_study,
           "lengths": lambda: lengths_table("greedy"), "lengths-pass": lambda: lengths_table("pass"),
           "formats-2digit": lambda: formats_table(2), "formats-3digit": lambda: formats_table(3),
