@@ -55,7 +55,9 @@ id 0, the first answer digit had no column to read: a warm start wrote it right 
 teacher-forced, against 93-99% for every later digit, and that alone held 10-digit sums under 0.5.)
 
 Training draws the offset of each problem uniformly from 0 .. max_position_offset (`rng`), so the
-ids of long numbers are trained by short ones. An evaluation (`rng=None`) draws them the same way
+ids of long numbers are trained by short ones; a warm start on shorter numbers than RL's draws up
+to the offset that reaches the same top id (`environments`): it trains every id RL and evaluation
+read. An evaluation (`rng=None`) draws them the same way
 from a fixed seed (EVAL_OFFSETS), so that it is a fixed function of the weights: problem i of a batch
 has the same offset at every evaluation. An environment of one evaluated length L gets the
 max_position_offset that keeps its ids within those training reaches (`environments`), so it reads
@@ -344,8 +346,13 @@ def environments(task: dict, eval_lengths=()) -> dict:
         lengths, positions=task.get("positions", "absolute"), max_position_offset=max_offset,
         test_fraction=task["test_fraction"], validation_fraction=task["validation_fraction"])
     rl = long(parse_range("rl_ndigits", task["rl_ndigits"]))
-    sft = long(parse_range("sft_ndigits", task["sft_ndigits"])) if task.get("sft_ndigits") else rl
-    top = rl.hi + 2 + offset  # the largest id a training problem reads (its sum's top digit at the largest offset)
+    top = rl.hi + 2 + offset  # the largest id RL's training reads (its sum's top digit at the largest offset)
+    # shorter warm-start problems get larger offsets, up to the same top id, so that every id an evaluation reads
+    # is trained before RL too (at RL's offsets, 1-10 digits stop at id 117 of 127: 8-9% of the evaluation's
+    # 5- and 10-digit problems read ids the warm start never trained)
+    sft_range = parse_range("sft_ndigits", task["sft_ndigits"]) if task.get("sft_ndigits") else None
+    coupled = task.get("positions") == "coupled"
+    sft = long(sft_range, max(offset, top - (sft_range[1] + 2)) if coupled else offset) if sft_range else rl
     evals = {L: long((L, L), max(0, top - (L + 2))) for L in eval_lengths}
     # (a copy: RL sets its environment's width every step, an evaluation's stays at the range's longest)
     return {"sft": sft, "rl": rl, "eval": evals or {None: copy.copy(rl)}}

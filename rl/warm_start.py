@@ -41,6 +41,7 @@ from rl.evaluate import evaluate
 from rl.math_env import MathEnvironment
 from rl.run_dir import progress_path, warm_start_path
 from rl.snapshot import check_compatible, load_snapshot, save_atomic, save_on_main
+from rl.update import lr_lambda
 
 
 @dataclass
@@ -53,9 +54,12 @@ class WarmStartSettings:
     sft_batch_size: int = 256
     """problems per supervised step (global, split across ranks) (> 0)"""
     sft_learning_rate: float = 1e-3
-    """peak learning rate of the warm start (linear warmup, then constant) (> 0)"""
+    """peak learning rate of the warm start (linear warmup, then constant unless sft_min_lr_ratio < 1) (> 0)"""
     sft_warmup_steps: int = 50
     """warm start steps of linear learning-rate warmup (>= 0)"""
+    sft_min_lr_ratio: float = 1.0
+    """after warmup the rate falls by a cosine to this fraction of the peak at sft_max_steps; 1.0 keeps it
+    constant, as every short-number preset does (in [0, 1])"""
     sft_target_accuracy: float = 0.5
     """stop the warm start once validation accuracy reaches this (supervised steps climb 0.42 -> 0.58 in 10 steps
     here, far faster than RL, so a higher start saves RL steps; still at most 0.60) (in [0, 1])"""
@@ -108,8 +112,9 @@ WARM_START_FIELDS = tuple(f.name for f in fields(WarmStartSettings) if f.name !=
 
 # Bump when a code change alters what a warm start with the same settings computes, so caches
 # made by the old code are not reused. 2: one optimizer for both phases (no decay on LayerNorm
-# gains), the validation split. 3: checks every step from half the target.
-WARM_START_VERSION = 4
+# gains), the validation split. 3: checks every step from half the target. 4: coupled ids of "+" and "="
+# (rl/long_env.py). 5: the warm start's position offsets of the task of many lengths reach RL's ids.
+WARM_START_VERSION = 5
 FINGERPRINT_KEYS = ("seed", "sft_max_steps", "sft_batch_size", "sft_learning_rate", "sft_warmup_steps",
                     "sft_target_accuracy", "sft_eval_interval", "sft_num_eval", "weight_decay", "adam_beta1",
                     "adam_beta2", "grad_clip")
@@ -118,8 +123,10 @@ FINGERPRINT_KEYS = ("seed", "sft_max_steps", "sft_batch_size", "sft_learning_rat
 def fingerprint(config, world_size: int) -> dict:
     """Everything that determines the warm start; a cached one is reused only if it all matches.
     The world size is part of it: each rank draws its own share of every batch. The two settings of a
-    scarce warm start enter only when set, so the caches made before they existed stay valid."""
+    scarce warm start and a decaying rate enter only when set, so the caches made before they existed stay valid."""
     scarce = {k: getattr(config, k) for k in ("sft_worked_examples", "sft_patience") if getattr(config, k)}
+    if config.sft_min_lr_ratio != 1.0:  # (likewise only when set)
+        scarce["sft_min_lr_ratio"] = config.sft_min_lr_ratio
     return {"version": WARM_START_VERSION, "world_size": world_size, **config.task_args(), **config.model_args(),
             **{k: getattr(config, k) for k in FINGERPRINT_KEYS}, **scarce}
 
@@ -263,6 +270,13 @@ def supervised_step(policy, env: MathEnvironment, optimizer, config, info: dist.
     return teacher_forced_step(policy, env, optimizer, a, b, info.device, grad_clip=config.grad_clip, rng=positions)
 
 
+def warm_start_schedule(optimizer, c) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warmup over sft_warmup_steps, then constant, or a cosine to sft_min_lr_ratio of the peak at
+    sft_max_steps: RL's schedule (rl/update.py), which at a ratio of 1 is exactly min(1, (s + 1) / warmup)."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_lambda(
+        s, max(c.sft_warmup_steps, 1), c.sft_max_steps, c.sft_min_lr_ratio))
+
+
 def train_warm_start(config, env: MathEnvironment, policy, info: dist.DistInfo,
                      should_stop=lambda: False):
     """Teacher-forced training on the train split until the validation check reaches the target.
@@ -271,8 +285,7 @@ def train_warm_start(config, env: MathEnvironment, policy, info: dist.DistInfo,
     c, model = config, dist.unwrap(policy)
     optimizer = model.configure_optimizer(lr=c.sft_learning_rate, weight_decay=c.weight_decay,
                                           betas=(c.adam_beta1, c.adam_beta2))
-    warmup = max(c.sft_warmup_steps, 1)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
+    scheduler = warm_start_schedule(optimizer, c)
     # checked at one width, the range's longest, whatever width the training steps set (rl/long_env.py)
     val_env = copy.copy(env)
     val_a, val_b = val_env.eval_operands(c.sft_num_eval, "validation")

@@ -329,3 +329,21 @@ def test_the_long_adder_debug_run_goes_end_to_end_and_logs_every_length(tmp_path
         assert 0.0 <= rows[-1][f"eval/accuracy_len{L}"] <= 1.0 and f"val/accuracy_len{L}" in rows[-1]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["final_accuracy"] == rows[-1]["eval/accuracy"] and "100" in summary["final_accuracy_by_length"]
+
+
+def test_the_warm_starts_offsets_reach_every_id_rl_and_evaluation_read():
+    """RL on 1-6 digits at offsets up to 9 reads ids up to 6 + 2 + 9 = 17; a warm start on 1-3 digits draws offsets
+    up to 12 so that it reaches id 17 too (at 9 it would stop at 14), and so does every evaluated length."""
+    from rl.long_env import environments
+    task = dict(task="adder", ndigit=3, reverse_answer=True, use_format=True, show_work=False, test_fraction=0.1,
+                validation_fraction=0.05, rl_ndigits="1-6", sft_ndigits="1-3", positions="coupled",
+                max_position_offset=9)
+    envs = environments(task, [2, 6, 10])
+    assert envs["rl"].max_position_offset == 9 and envs["sft"].max_position_offset == 12
+    top = lambda env: int(env.position_ids(4000, np.random.default_rng(0)).max())
+    assert top(envs["sft"]) == top(envs["rl"]) == 17
+    assert [top(envs["eval"][L]) for L in (2, 6, 10)] == [17, 17, 17]
+    assert envs["sft"].num_position_ids == envs["rl"].num_position_ids == 18
+    # absolute positions draw no offsets in any phase
+    absolute = environments({**task, "positions": "absolute", "max_position_offset": 0}, [])
+    assert absolute["sft"].max_position_offset == 0 and absolute["sft"].position_ids(3) is None

@@ -204,3 +204,27 @@ def test_a_scarce_warm_start_sees_only_its_fixed_pool_of_worked_examples(monkeyp
     with pytest.raises(warm_start.ConfigError, match=r"^sft_worked_examples=1000000 but the train split has only "
                        r"\d+ pairs; set it to at most \d+ \(0 for all\)$"):  # refused before start
         make_config(**SFT, sft_worked_examples=10 ** 6)
+
+
+def test_the_warm_starts_rate_is_constant_or_a_cosine_to_its_min_ratio():
+    """sft_min_lr_ratio=1 (every short-number preset): the old min(1, (s + 1) / warmup), constant after warmup;
+    0.1: a cosine from the peak at the end of warmup to a tenth of it at sft_max_steps, hand-computed."""
+    def rates(**overrides):
+        c = make_config(init_from="sft", sft_learning_rate=1e-3, sft_warmup_steps=2, sft_max_steps=10, **overrides)
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=c.sft_learning_rate)
+        scheduler, out = warm_start.warm_start_schedule(optimizer, c), []
+        for _ in range(11):
+            out.append(optimizer.param_groups[0]["lr"])
+            optimizer.step()
+            scheduler.step()
+        return out
+    assert rates() == [5e-4] + [1e-3] * 10
+    # after warmup: 0.1 + 0.9 * (1 + cos(pi * (s - 2) / 8)) / 2 of the peak
+    expected = [5e-4, 1e-3] + [1e-3 * (0.1 + 0.45 * (1 + np.cos(np.pi * (s - 2) / 8))) for s in range(2, 11)]
+    assert rates(sft_min_lr_ratio=0.1) == pytest.approx(expected, rel=1e-12)
+    assert rates(sft_min_lr_ratio=0.1)[6] == pytest.approx(5.5e-4) and rates(sft_min_lr_ratio=0.1)[10] == pytest.approx(1e-4)
+
+
+def test_a_decaying_warm_start_is_a_different_cache():
+    assert "sft_min_lr_ratio" not in fingerprint(make_config(init_from="sft"), 1)  # the presets' caches stay valid
+    assert fingerprint(make_config(init_from="sft", sft_min_lr_ratio=0.1), 1)["sft_min_lr_ratio"] == 0.1
