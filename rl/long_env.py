@@ -350,9 +350,11 @@ def environments(task: dict, eval_lengths=()) -> dict:
     # shorter warm-start problems get larger offsets, up to the same top id, so that every id an evaluation reads
     # is trained before RL too (at RL's offsets, 1-10 digits stop at id 117 of 127: 8-9% of the evaluation's
     # 5- and 10-digit problems read ids the warm start never trained)
-    sft_range = parse_range("sft_ndigits", task["sft_ndigits"]) if task.get("sft_ndigits") else None
-    coupled = task.get("positions") == "coupled"
-    sft = long(sft_range, max(offset, top - (sft_range[1] + 2)) if coupled else offset) if sft_range else rl
+    sft = rl
+    if task.get("sft_ndigits"):
+        lo, hi = parse_range("sft_ndigits", task["sft_ndigits"])
+        coupled = task.get("positions") == "coupled"  # (absolute positions have no offsets to widen)
+        sft = long((lo, hi), max(offset, top - (hi + 2)) if coupled else offset)
     evals = {L: long((L, L), max(0, top - (L + 2))) for L in eval_lengths}
     # (a copy: RL sets its environment's width every step, an evaluation's stays at the range's longest)
     return {"sft": sft, "rl": rl, "eval": evals or {None: copy.copy(rl)}}
