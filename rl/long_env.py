@@ -197,8 +197,11 @@ class LongAdditionEnvironment:
         self.prompt_len, self.answer_len = 2 * width + 2, width + 2
         self.final_slice = slice(0, self.answer_len)
 
-    def draw_width(self, rng: np.random.Generator) -> int:
-        """A step's width: the longer of two lengths drawn uniformly over the range, P(w) ~ 2(w - lo) + 1."""
+    def draw_width(self, rng: np.random.Generator, weights: Optional[np.ndarray] = None) -> int:
+        """A step's width: the longer of two lengths drawn uniformly over the range, P(w) ~ 2(w - lo) + 1;
+        or from weights (hi - lo + 1,), a distribution over lo..hi (a length curriculum's)."""
+        if weights is not None:
+            return self.lo + int(rng.choice(self.hi - self.lo + 1, p=weights))
         return int(max(rng.integers(self.lo, self.hi + 1, size=2)))
 
     # ---- position ids ---------------------------------------------------------------------

@@ -13,12 +13,13 @@ Each sampler is a small class:
   observe(keys, successes, G)   every group of the step on every rank, in rank order, so every rank
         holds the same state: keys (K,) the pairs, successes (K,) how many of G answers were right
   state_dict() / load_state_dict(state)   what a snapshot stores; metrics()   what the logs show
+  width_weights()   the distribution of the next step's operand length (lengths), or None: the task's own
 
 A pair's key is a * 10^ndigit + b (ordered). Operands of many lengths (rl/long_env.py, digit arrays) do not fit
 that: their key is the pair's split hash (`LongAdditionEnvironment.pair_keys`), which cannot be inverted, so only
-the uniform sampler, which keeps no state, serves them (SamplerSettings refuses the others). Only training
-pairs ever enter a state: draws come from the training split, and observe() drops any key that is not a
-training pair.
+the uniform sampler, which keeps no state, and the lengths sampler, which keeps one per length, serve them
+(SamplerSettings refuses the others). Only training pairs ever enter a state: draws come from the training
+split, and observe() drops any key that is not a training pair.
 
 SamplerSettings: which sampler, the settings each one owns, and what each needs of the task and the batch.
 """
@@ -76,6 +77,78 @@ class UniformSampler:
     def metrics(self) -> dict:
         return {}
 
+    def width_weights(self):
+        """The distribution of the next step's width over lo..hi (a length curriculum's), or None: the task's
+        own (rl/long_env.py draw_width), or a task of one width."""
+        return None
+
+
+class LengthSampler(UniformSampler):
+    """A length curriculum for the task of many lengths (rl/long_env.py): each step's width w (every problem
+    of the step has its longer operand of w digits) drawn where the policy is at the edge of its competence,
+    the problems of that width uniformly, as UniformSampler's.
+
+    State, per width w in lo..hi: discounted counts of right (s_w) and wrong (f_w) answers. A step at
+    width w whose groups have k right answers of n updates
+        s_w <- decay * s_w + k,    f_w <- decay * f_w + (n - k).
+    The estimate is PrioritizedSampler's Beta mean, per width: p_w = (s_w + G m) / (s_w + f_w + G), with m
+    the mean raw pass rate over the widths seen so far (0.5 before any), so an unseen width is drawn as
+    a typical one until it has answers of its own.
+    Width: drawn with P(w) proportional to p_w(1 - p_w) + floor, the same on every rank (the weights come
+    from every rank's groups, the draw from the step's width stream). Widths the policy solves or cannot
+    yet solve teach little (a group is mixed with probability 1 - p^G - (1-p)^G); the floor keeps solved
+    ones practised, so the short lengths are not forgotten.
+    Sources: RL adds capability at the edge of competence (Zhang, Neubig and Yue 2025); p(1-p) as a
+    prompt's learnability (LILO, arXiv 2502.12272), here per length instead of per pair."""
+    owned = ("length_floor", "length_decay")
+
+    def __init__(self, env, floor: float, decay: float):
+        super().__init__(env)
+        self.floor, self.decay = floor, decay
+        self.right = np.zeros(env.hi - env.lo + 1)  # index w - lo
+        self.wrong = np.zeros(env.hi - env.lo + 1)
+        self.G = 1
+
+    def estimates(self) -> np.ndarray:
+        """(hi - lo + 1,) each width's estimated pass rate, p_w above."""
+        seen = self.right + self.wrong > 0
+        m = float((self.right[seen] / (self.right[seen] + self.wrong[seen])).mean()) if seen.any() else 0.5
+        return (self.right + self.G * m) / (self.right + self.wrong + self.G)
+
+    def width_weights(self) -> np.ndarray:
+        """(hi - lo + 1,) the chance of each width lo..hi to be the next step's: p(1-p) + floor, normalised."""
+        p = self.estimates()
+        w = p * (1.0 - p) + self.floor
+        return w / w.sum() if w.sum() > 0 else np.full(len(w), 1.0 / len(w))  # (all solved, floor 0: alike)
+
+    def draw(self, n: int, problems_rng, selection_rng, exclude: np.ndarray):
+        a, b = self.env.sample_operands(n, problems_rng)
+        i = self.env.width - self.env.lo
+        seen = self.right[i] + self.wrong[i] > 0
+        return a, b, np.full(n, seen), np.full(n, self.estimates()[i])
+
+    def observe(self, keys, successes, G: int):
+        """Every group of the step, all of one width: the environment's current one (rl/rollout.py sets it
+        for the whole step before sampling and keeps it until the next)."""
+        i, successes = self.env.width - self.env.lo, np.asarray(successes, dtype=np.float64)
+        self.G = G
+        if len(successes):
+            self.right[i] = self.decay * self.right[i] + successes.sum()
+            self.wrong[i] = self.decay * self.wrong[i] + (G * len(successes) - successes.sum())
+
+    def state_dict(self) -> dict:
+        return {"right": torch.from_numpy(self.right.copy()), "wrong": torch.from_numpy(self.wrong.copy()),
+                "G": self.G}
+
+    def load_state_dict(self, state: dict):
+        self.right, self.wrong = state["right"].numpy().copy(), state["wrong"].numpy().copy()
+        self.G = state["G"]
+
+    def metrics(self) -> dict:
+        weights = self.width_weights()
+        return {"select/mean_width": float((weights * np.arange(self.env.lo, self.env.hi + 1)).sum()),
+                "select/edge_width": self.env.lo + int(np.argmax(weights))}
+
 
 class PrioritizedSampler:
     """A pass-rate estimate for every training pair; pairs drawn in proportion to p(1-p) + floor.
@@ -99,6 +172,7 @@ class PrioritizedSampler:
     pairs (2-digit multiplication: 8,461 training pairs; 3-digit addition or multiplication:
     about 850,000, 14 MB); larger spaces use `replay`."""
     owned = ("priority_floor", "priority_decay")
+    width_weights = UniformSampler.width_weights  # one width a task: the sampler refused for many lengths
 
     def __init__(self, env: MathEnvironment, floor: float, decay: float):
         self.check_fits(env)
@@ -180,6 +254,7 @@ class ReplaySampler:
     4,096); replaying prompts by their recent outcomes, as GRESO (arXiv 2506.02177) skips those
     whose recent groups were all equal and Kimi k1.5 (2501.12599) favours low success rates."""
     owned = ("replay_share", "replay_capacity")
+    width_weights = UniformSampler.width_weights  # (likewise)
 
     def __init__(self, env: MathEnvironment, share: float, capacity: int):
         self.env, self.share, self.capacity = env, share, capacity
@@ -224,7 +299,8 @@ def make_problem_sampler(config, env: MathEnvironment):
 
 
 # name -> class; each class's `owned` names the config fields only it reads, in its constructor's order
-SAMPLER_CLASSES = {"uniform": UniformSampler, "prioritized": PrioritizedSampler, "replay": ReplaySampler}
+SAMPLER_CLASSES = {"uniform": UniformSampler, "prioritized": PrioritizedSampler, "replay": ReplaySampler,
+                   "lengths": LengthSampler}
 PROBLEM_SAMPLERS = tuple(SAMPLER_CLASSES)
 
 
@@ -233,7 +309,8 @@ class SamplerSettings:
     """Which training problems a step draws, and the settings of each sampler (its class's `owned`)."""
     problem_sampler: str = "uniform"
     """which training problems a step draws: uniform, prioritized (by each pair's p(1-p); splits of up to 4M ordered
-    pairs) or replay (a buffer of unsolved problems beside fresh draws; any split): rl/problem_sampler.py"""
+    pairs), replay (a buffer of unsolved problems beside fresh draws; any split) or lengths (each step's operand
+    length by its p(1-p); the task of many lengths only): rl/problem_sampler.py"""
     priority_floor: float = 0.01
     """prioritized: added to every pair's p(1-p) before drawing, so solved and unseen pairs stay reachable (>= 0)"""
     priority_decay: float = 0.5
@@ -244,16 +321,25 @@ class SamplerSettings:
     (in [0, 1])"""
     replay_capacity: int = 4096
     """replay: problems the buffer holds at most; past it the oldest leave first (> 0)"""
+    length_floor: float = 0.02
+    """lengths: added to every width's p(1-p) before drawing a step's width, so solved lengths are still practised
+    (>= 0)"""
+    length_decay: float = 0.5
+    """lengths: a width's older answers count this much each time a step draws it again (forgets an older policy)
+    (in [0, 1])"""
 
     def check_sampler(self, env: MathEnvironment):
         """A known sampler that can key the task's problems: the task of many lengths (rl_ndigits) takes the
-        uniform sampler only, since the others key pairs by a * 10^ndigit + b, which 100 digits do not fit;
-        prioritized keeps a statistic per pair of env."""
-        if self.rl_ndigits and self.problem_sampler != "uniform":
-            raise ConfigError(f"problem_sampler={self.problem_sampler} cannot key problems of many lengths "
-                              f"(rl_ndigits); use problem_sampler=uniform")
+        uniform and lengths samplers only, since the others key pairs by a * 10^ndigit + b, which 100 digits do not
+        fit; lengths needs many lengths; prioritized keeps a statistic per pair of env."""
         if self.problem_sampler not in PROBLEM_SAMPLERS:
             raise ConfigError(f"unknown problem_sampler {self.problem_sampler!r}; known: {', '.join(PROBLEM_SAMPLERS)}")
+        if self.rl_ndigits and self.problem_sampler not in ("uniform", "lengths"):
+            raise ConfigError(f"problem_sampler={self.problem_sampler} cannot key problems of many lengths "
+                              f"(rl_ndigits); use problem_sampler=uniform or lengths")
+        if not self.rl_ndigits and self.problem_sampler == "lengths":
+            raise ConfigError(f"problem_sampler=lengths draws each step's operand length, and this task has one "
+                              f"({self.ndigit} digits); set rl_ndigits (e.g. 1-20), or use another problem_sampler")
         if self.problem_sampler == "prioritized":
             PrioritizedSampler.check_fits(env)
 

@@ -198,7 +198,8 @@ class RolloutCollector:
                 seeding.numpy_rng(c.seed, info.rank, step, seeding.SELECTION))
         sampling = seeding.torch_generator(c.seed, info.rank, step, seeding.SAMPLING, info.device)
         positions = seeding.numpy_rng(c.seed, info.rank, step, seeding.POSITIONS)  # a stream of its own: none shifts
-        seeding.set_step_width(self.env, c.seed, step)  # every round of the step at one width (many lengths only)
+        # every round of the step at one width (many lengths only), drawn by the task or the length curriculum
+        seeding.set_step_width(self.env, c.seed, step, weights=self.problem_sampler.width_weights())
         stats = RolloutStats()
         first = batch = self.sample_round(num_prompts, rngs, sampling, stats, positions)
         if c.dynamic_sampling:

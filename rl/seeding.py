@@ -33,9 +33,10 @@ def seed_dropout(seed: int, rank: int, step: int):
     torch.manual_seed(stream_seed(seed, rank, step, DROPOUT))
 
 
-def set_step_width(env, seed: int, step: int, purpose: int = WIDTHS):
+def set_step_width(env, seed: int, step: int, purpose: int = WIDTHS, weights=None):
     """Give env the width of this step's problems, the same on every rank, when it draws one (the task of many
-    lengths, rl/long_env.py); nothing for today's tasks, which have one width."""
+    lengths, rl/long_env.py); nothing for today's tasks, which have one width. weights: a distribution over the
+    widths lo..hi (a length curriculum's, rl/problem_sampler.py), else the task's own."""
     if hasattr(env, "draw_width"):
-        env.set_width(env.draw_width(numpy_rng(seed, 0, step, purpose)))
+        env.set_width(env.draw_width(numpy_rng(seed, 0, step, purpose), weights))
 

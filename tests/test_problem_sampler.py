@@ -16,7 +16,9 @@ from helpers import assert_same_state, fresh_trainer, make_trainer
 from rl import seeding
 from rl.dist import DistInfo
 from rl.math_env import SPLITS, MathEnvironment
-from rl.problem_sampler import PrioritizedSampler, ReplaySampler, UniformSampler, key_operands, pair_keys
+from rl.long_env import LongAdditionEnvironment
+from rl.problem_sampler import (LengthSampler, PrioritizedSampler, ReplaySampler, UniformSampler, key_operands,
+                                pair_keys)
 from rl.rollout import refill_size
 
 ENV = MathEnvironment("adder", 1)  # 100 ordered pairs: small enough to compute by hand
@@ -156,6 +158,59 @@ def test_refill_rule_by_hand():
     assert refill_size(32, 32, 0, max_prompts=128) == 128  # nothing kept yet: the most
 
 
+# ---- lengths: a curriculum over the operand lengths of the task of many lengths ----------------------
+def test_lengths_update_estimate_and_width_weights_by_hand():
+    env = LongAdditionEnvironment((3, 6))
+    s = LengthSampler(env, floor=0.02, decay=0.5)
+    env.set_width(5)
+    s.observe(np.array([11, 12]), np.array([6, 8]), G=8)  # width 5: right 14, wrong 2
+    s.observe(np.array([13]), np.array([0]), G=8)  # width 5 again: right 0.5*14 + 0 = 7, wrong 0.5*2 + 8 = 9
+    env.set_width(3)
+    s.observe(np.array([14, 15]), np.array([8, 8]), G=8)  # width 3: right 16, wrong 0
+    assert s.right.tolist() == [16.0, 0.0, 7.0, 0.0] and s.wrong.tolist() == [0.0, 0.0, 9.0, 0.0]
+    m = (16 / 16 + 7 / 16) / 2  # the mean raw rate of the widths seen: an unseen width's estimate
+    p = [(16 + 8 * m) / 24, m, (7 + 8 * m) / 24, m]  # (s + G m) / (s + f + G)
+    assert s.estimates() == pytest.approx(p)
+    w = [q * (1 - q) + 0.02 for q in p]
+    assert s.width_weights() == pytest.approx([x / sum(w) for x in w])
+    assert s.metrics() == pytest.approx({"select/mean_width": sum((3 + i) * x for i, x in enumerate(w)) / sum(w),
+                                         "select/edge_width": 5})  # p = 0.53: 0.249 against m(1 - m) = 0.202
+    a, b, selected, estimates = s.draw(4, np.random.default_rng(0), None, NONE)  # width 3 now: seen, its estimate
+    assert a.shape == (4, 3) and selected.all() and estimates == pytest.approx([p[0]] * 4)
+
+
+def test_lengths_weights_draw_the_widths_and_none_leaves_the_tasks_draw_unchanged():
+    env = LongAdditionEnvironment((1, 4))
+    weights = np.array([0.1, 0.0, 0.6, 0.3])
+    widths = [env.draw_width(np.random.default_rng(i), weights) for i in range(4000)]
+    counts = np.bincount(widths, minlength=5)[1:] / 4000
+    assert counts[1] == 0 and np.abs(counts - weights).max() < 0.03  # 4 standard errors at most
+    # no weights: the longer of two uniform draws, exactly the stream the uniform sampler's runs drew
+    assert [env.draw_width(np.random.default_rng(i)) for i in range(50)] == \
+        [int(max(np.random.default_rng(i).integers(1, 5, size=2))) for i in range(50)]
+
+
+def test_lengths_draws_each_step_at_the_width_its_weights_favour():
+    """A trainer whose curriculum has seen width 4 half solved and every other width solved: with no floor
+    every step after it is at width 4, and its problems' longer operand has 4 digits."""
+    from helpers import make_trainer
+    trainer = make_trainer(**LENGTHS, length_floor=0.0)
+    sampler = trainer.problem_sampler
+    sampler.right[:], sampler.wrong[:] = 1000.0, 0.0
+    sampler.right[3], sampler.wrong[3] = 500.0, 500.0
+    sampler.G = 4
+    seen = []
+    real = trainer.rollouts.sample_round
+    trainer.rollouts.sample_round = lambda *args, **kw: seen.append(trainer.env.width) or real(*args, **kw)
+    trainer.train_step()
+    assert seen and set(seen) == {4}
+
+
+LENGTHS = dict(problem_sampler="lengths", rl_ndigits="1-6", positions="coupled", max_position_offset=9)
+SETTINGS = {"prioritized": dict(problem_sampler="prioritized"), "replay": dict(problem_sampler="replay"),
+            "lengths": LENGTHS}
+
+
 # ---- the trainer: metrics, resume, ranks ----------------------------------------------------------
 @pytest.mark.parametrize("sampler", ["prioritized", "replay"])
 def test_selection_metrics_say_what_the_draws_were(sampler):
@@ -174,11 +229,11 @@ def test_selection_metrics_say_what_the_draws_were(sampler):
         assert m["select/replay_size"] == len(trainer.problem_sampler.buffer) > 0
 
 
-@pytest.mark.parametrize("sampler", ["prioritized", "replay"])
+@pytest.mark.parametrize("sampler", ["prioritized", "replay", "lengths"])
 def test_resume_restores_the_selection_state_exactly(tmp_path, sampler):
     """4 steps, snapshot, a fresh trainer loads it, 4 more == 8 straight, selection state included;
     a trainer that loads everything but the selection state goes elsewhere (the check has teeth)."""
-    settings = dict(problem_sampler=sampler, rl_algorithm="dapo")
+    settings = dict(**SETTINGS[sampler], rl_algorithm="dapo")
 
     def run_steps(trainer, n):
         for _ in range(n):
@@ -224,29 +279,33 @@ def rank_worker(rank: int, store: str, out: str, sampler: str):
     torch.set_num_threads(1)
     torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
     try:
-        trainer = make_trainer(info=DistInfo(rank, rank, 2, torch.device("cpu")), problem_sampler=sampler,
+        trainer = make_trainer(info=DistInfo(rank, rank, 2, torch.device("cpu")), **SETTINGS[sampler],
                                rl_algorithm="dapo")
-        outcomes, real = [], trainer.sample
-        trainer.sample = lambda step: outcomes.append(real(step)) or outcomes[-1]
+        outcomes, widths, real = [], [], trainer.sample
+        trainer.sample = lambda step: outcomes.append(real(step)) or widths.append(getattr(trainer.env, "width", None)) \
+            or outcomes[-1]
         for _ in range(3):
             trainer.train_step()
-        torch.save({"state": trainer.problem_sampler.state_dict(),
+        torch.save({"state": trainer.problem_sampler.state_dict(), "widths": widths,
                     "outcomes": [stats.outcomes() for _, _, stats in outcomes]}, f"{out}.{rank}")
         torch.distributed.barrier()  # neither rank tears the group down while the other's last message is in flight
     finally:
         torch.distributed.destroy_process_group()
 
 
-@pytest.mark.parametrize("sampler", ["prioritized", "replay"])
+@pytest.mark.parametrize("sampler", ["prioritized", "replay", "lengths"])
 def test_every_rank_holds_the_state_of_all_ranks_outcomes(tmp_path, sampler):
     mp.spawn(rank_worker, args=(str(tmp_path / "store"), str(tmp_path / "out"), sampler), nprocs=2, join=True)
     ranks = [torch.load(f"{tmp_path / 'out'}.{r}", weights_only=True) for r in range(2)]
-    expected = make_trainer(problem_sampler=sampler).problem_sampler  # one sampler fed rank 0's groups, then rank 1's
+    expected = make_trainer(**SETTINGS[sampler]).problem_sampler  # one sampler fed rank 0's groups, then rank 1's
     for step in range(3):
+        if sampler == "lengths":  # each step's groups are of the width both ranks drew for it
+            expected.env.set_width(ranks[0]["widths"][step])
         keys = torch.cat([ranks[r]["outcomes"][step][0] for r in range(2)]).numpy()
         successes = torch.cat([ranks[r]["outcomes"][step][1] for r in range(2)]).numpy()
         expected.observe(keys, successes, G=4)
     assert len(ranks[0]["outcomes"][0][0]) > 0 and len(ranks[1]["outcomes"][0][0]) > 0
+    assert ranks[0]["widths"] == ranks[1]["widths"]  # every rank writes a step's problems at one width
     for r in range(2):
         state = {"problem_sampler": ranks[r]["state"]}
         assert_sampler_state_equal(state["problem_sampler"], expected.state_dict())

@@ -90,9 +90,12 @@ def test_every_option_changes_the_update_or_is_refused(algorithm):
 # ---- before the update: the problems drawn, dynamic sampling's rounds, the warm start -------------
 # a task small enough (83 training pairs) for a problem to come back within three steps
 SAMPLING = dict(ndigit=1, rl_algorithm="grpo")
-SAMPLER_OPTIONS = {"priority_floor": 0.5, "priority_decay": 0.9, "replay_share": 0.0, "replay_capacity": 1}
+SAMPLER_OPTIONS = {"priority_floor": 0.5, "priority_decay": 0.9, "replay_share": 0.0, "replay_capacity": 1,
+                   "length_floor": 0.5, "length_decay": 0.0}
 OWN = {"uniform": [], "prioritized": ["priority_floor", "priority_decay"],
-       "replay": ["replay_share", "replay_capacity"]}
+       "replay": ["replay_share", "replay_capacity"], "lengths": ["length_floor", "length_decay"]}
+# the length curriculum draws operand lengths: the task of many lengths, 1-6 digits
+TASK_OF = {"lengths": dict(rl_ndigits="1-6", positions="coupled", max_position_offset=9)}
 
 
 def sampling(**settings) -> tuple:
@@ -104,6 +107,12 @@ def sampling(**settings) -> tuple:
         # 0, 1/G, ..., 1 (a policy from scratch solves none, and equal estimates draw uniformly)
         sampler, G = trainer.problem_sampler, trainer.config.rl_rollout_size
         sampler.observe(sampler.keys, sampler.keys % (G + 1), G)
+    if settings.get("problem_sampler") == "lengths":
+        # likewise: every width seen, some solved, some half, some not at all
+        sampler = trainer.problem_sampler
+        sampler.right[:] = [40.0, 30.0, 20.0, 10.0, 0.0, 0.0]
+        sampler.wrong[:] = 40.0 - sampler.right
+        sampler.G = trainer.config.rl_rollout_size
     keys, answers, collect = [], [], trainer.rollouts.collect
 
     def spy(step, num_prompts):
@@ -119,15 +128,16 @@ def sampling(**settings) -> tuple:
 @pytest.mark.parametrize("sampler", PROBLEM_SAMPLERS)
 def test_every_sampler_setting_changes_the_problems_drawn_or_is_refused(sampler):
     base, accepted, silent = None, [], []
+    task = TASK_OF.get(sampler, {})
     for name, value in SAMPLER_OPTIONS.items():
-        option = {**SAMPLING, "problem_sampler": sampler, name: value}
+        option = {**SAMPLING, **task, "problem_sampler": sampler, name: value}
         try:
             make_config(**option)
         except ConfigError as e:
             assert name in str(e), f"{name}: the refusal does not name it: {e}"
             continue
         accepted.append(name)
-        base = base or sampling(**SAMPLING, problem_sampler=sampler)[0]
+        base = base or sampling(**SAMPLING, **task, problem_sampler=sampler)[0]
         if sampling(**option)[0] == base:
             silent.append(name)
     assert accepted == OWN[sampler] and silent == [], f"{sampler}: accepted {accepted}, changed nothing: {silent}"
