@@ -49,3 +49,17 @@ def test_the_supervised_arm_trains_for_its_seconds_on_the_range_it_is_given():
     assert done["sft_steps"] > 0 and 0.5 <= done["sft_seconds"] < 5
     assert not all(torch.equal(a, b) for a, b in zip(before, model.parameters())) and not model.training
     assert set(ARMS) == {"none", "sft", "rl"}
+
+
+def test_a_rerun_seed_keeps_only_its_cached_warm_start(tmp_path):
+    from rl.tools.lengths import fresh_folder_but_the_warm_start
+    out = tmp_path / "LongAdderRLConfig-seed0"
+    out.mkdir()
+    (out / "warm_start.pt").write_bytes(b"the warm start")
+    (out / "rl_snapshot_100.pt").write_bytes(b"an older run's snapshot")
+    (out / "metrics.jsonl").write_text("{}\n")
+    fresh_folder_but_the_warm_start(str(out))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["LongAdderRLConfig-seed0"]
+    assert [p.name for p in out.iterdir()] == ["warm_start.pt"] and (out / "warm_start.pt").read_bytes() == b"the warm start"
+    fresh_folder_but_the_warm_start(str(out / "none-yet"))  # a seed never run: an empty folder
+    assert list((out / "none-yet").iterdir()) == []

@@ -18,7 +18,9 @@ of --k from one teacher-forced pass (rl/evaluate.py: the right sum is one token 
 p(right) is exact and pass@k = 1 - (1 - p)^k has no sampling noise). The table gives, per arm and
 length, the median (min-max) over seeds, and the longest length up to which an arm holds >= 0.99
 and >= 0.5 at every evaluated length. Each seed is written to results/lengths/<config>-seed<S>.json
-as it finishes; a seed whose file exists is read back, not run.
+as it finishes; a seed whose file exists is read back, not run. A seed run again (other RL settings, its
+file moved away) reuses the warm start its folder out/lengths/<label>/ holds when every setting that makes
+it matches, and says so in its summary (warm_start_cached, with the seconds it took when made).
 """
 
 import argparse
@@ -75,6 +77,19 @@ def evaluate_arm(model, envs: dict, num: int, ks: list, temperature: float) -> d
     return out
 
 
+def fresh_folder_but_the_warm_start(out: str):
+    """Empty out (a run's folder) but for its cached warm start, which the run reuses only when every setting
+    that determines it matches (rl/warm_start.py) and retrains otherwise; the run's summary then says
+    warm_start_cached, with the seconds it took when made. A seed rerun with other RL settings skips its minutes."""
+    warm, kept = run_dir.warm_start_path(out), out.rstrip(os.sep) + ".warm_start.pt"  # (beside the folder)
+    if os.path.isfile(warm):
+        os.replace(warm, kept)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    if os.path.isfile(kept):
+        os.replace(kept, warm)
+
+
 def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: int, ks: list) -> dict:
     """One seed: read back from results/lengths/ when its file exists, else run, evaluated and saved."""
     label = "-".join([config_name, *(["+".join(overrides)] if overrides else []), f"seed{seed}"])
@@ -83,8 +98,7 @@ def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: i
         with open(file) as f:
             return json.load(f)
     out = os.path.join("out", "lengths", label)
-    shutil.rmtree(out, ignore_errors=True)
-    os.makedirs(out)
+    fresh_folder_but_the_warm_start(out)
     args = ["--config_name", config_name, f"--seed={seed}", "--no_wandb", "--resume=never", f"--out_dir={out}",
             *[f"--{kv}" for kv in overrides]]
     launch.run(args, log_path=run_dir.log_path(out))
