@@ -31,9 +31,9 @@ class LongAdderRLConfig(BaseRLConfig):
     """offsets up to 105 train every id a 100-digit evaluation reads (1 .. 102) on short problems (>= 0)"""
     n_position: int = 128
     """RL's 20-digit problems at the largest offset need 20 + 3 + 105 = 128 ids (> 0)"""
-    problem_sampler: str = "lengths"
-    """a length curriculum (each step's length by its p(1-p)): seed 1, validation, mean over 5-40 digits 0.668 against
-    uniform draws' 0.658, in 11% fewer seconds (results/study/probes/); prioritized and replay cannot key 20-digit pairs"""
+    problem_sampler: str = "uniform"
+    """validation, mean over 5-40 digits, 3 seeds: uniform 0.535, the length curriculum (lengths) 0.515, ahead at 5-10
+    digits, behind at 15-30 (docs/results.md); prioritized and replay cannot key 20-digit pairs"""
     sft_target_accuracy: float = 0.95
     """the warm start stops at 0.95 on 10-digit validation sums: seeds 0-2 reached it at steps 390-828 (4-9 min)"""
     sft_min_lr_ratio: float = 0.1
