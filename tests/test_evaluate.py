@@ -332,3 +332,39 @@ def test_lengths_the_file_cannot_take_are_one_line(long_file, snapshot_file, cap
     assert code == 2 and stderr.startswith("error: --ndigits needs a file of the task of many lengths (rl_ndigits); ")
     code, _, stderr = command([path, "--ndigits", 0], capsys)
     assert code == 2 and stderr == "error: --ndigits takes operand lengths of 1 or more, got 0\n"
+
+
+def test_what_rl_adds_reports_pass_at_k_of_each_arm_from_the_run_folder(taught, tmp_path):
+    """benchmark --what_rl_adds: the warm start and RL's last snapshot read from the run's folder, the
+    supervised model as given; each arm's numbers are evaluate_set's for that model, exact and sampled."""
+    import argparse
+    from rl import run_dir
+    from rl.evaluate import evaluate_set
+    from rl.tools.benchmark import PASS_KS, PASS_SAMPLES, pass_at_k_arms
+    config, env = taught.config, taught.env
+    assert pass_at_k_arms(config, env, str(tmp_path), taught.model) == {}  # nothing in the folder: nothing to say
+    scratch = make_trainer(rl_temperature=0.8, seed=5).model  # the "warm start": other weights than the taught ones
+    torch.save({"kind": "warm_start", "model": scratch.state_dict(), "model_args": config.model_args(),
+                "task": config.task_args()}, run_dir.warm_start_path(str(tmp_path)))
+    torch.save(taught.state_dict(), tmp_path / "rl_snapshot_7.pt")
+    out = pass_at_k_arms(config, env, str(tmp_path), scratch)  # the "supervised" arm: the scratch weights again
+    assert out["pass_at_k_samples"] == PASS_SAMPLES and list(out["pass_at_k"]) == ["warm_start", "rl", "sft"]
+    args = argparse.Namespace(batch_size=config.eval_batch_size, split="test", seed=config.seed, samples=PASS_SAMPLES,
+                              temperature=0.8, k=list(PASS_KS))
+    a, b = env.eval_operands(config.num_eval, "test")
+    assert out["pass_at_k"]["rl"] == evaluate_set(taught.model, env, a, b, args, "cpu")[0]["pass_at_k"]
+    assert out["pass_at_k"]["warm_start"] == out["pass_at_k"]["sft"]  # the same weights, the same seeded samples
+    rl, start = out["pass_at_k"]["rl"], out["pass_at_k"]["warm_start"]
+    assert list(rl) == ["1", "8", "64"] and rl["1"]["exact"] is not None and rl["64"]["exact"] >= rl["1"]["exact"]
+    assert rl["1"]["exact"] > start["1"]["exact"]  # the taught weights write the sums, the scratch ones do not
+
+
+def test_what_rl_adds_pass_table_gives_exact_figures_or_sampled_ones_with_their_error():
+    from rl.tools.benchmark import adds_pass_table
+    exact = lambda p: {k: {"sampled": p, "sampled_stderr": 0.01, "exact": p} for k in ("1", "8", "64")}
+    sampled = lambda p: {k: {"sampled": p, "sampled_stderr": 0.012, "exact": None} for k in ("1", "8", "64")}
+    row = lambda config, seed, arm: {"config": config, "sampler": "default", "seed": seed, "processes": 1,
+                                     "pass_at_k": {"warm_start": arm(0.5), "rl": arm(0.75), "sft": arm(0.25)}}
+    text = adds_pass_table([row("AdderRLConfig", 0, exact), row("ScarceMultiplierRLConfig", 0, sampled)])
+    assert "| AdderRLConfig | " in text and "| + RL | exact | 0.750 | 0.750 | 0.750 |" in text
+    assert "| + supervised, RL's seconds | sampled | 0.250 +- 0.012 | 0.250 +- 0.012 | 0.250 +- 0.012 |" in text

@@ -50,7 +50,7 @@ import numpy as np
 from model.gpt import GPT, GPTConfig
 from rl import run_dir
 from rl.dist import DistInfo
-from rl.evaluate import evaluate
+from rl.evaluate import evaluate, evaluate_set
 from rl.math_env import MathEnvironment
 from rl.rl_ddp import config_from_args
 from rl.update import lr_lambda
@@ -218,12 +218,40 @@ def supervised_baseline(row: dict, config_name: str, seed: int, overrides: list)
         teacher_forced_step(model, env, optimizer, *training_pairs(config, env, config.sft_batch_size, rng), "cpu",
                             grad_clip=config.grad_clip)
     total, seconds = supervised_for_seconds(model, config, row["rl_train_seconds"], step)
+    model.eval()
     # test is what is reported; validation is what a choice between settings may look at
     accuracy = {split: evaluate(model, env, *env.eval_operands(config.num_eval, split), DistInfo(),
                                 batch_size=config.eval_batch_size, num_mistakes=0, split=split).accuracy
                 for split in ("test", "validation")}
     return {"sft_steps": total, "sft_seconds": round(seconds, 1), "sft_accuracy": accuracy["test"],
-            "sft_validation": accuracy["validation"], **restored}
+            "sft_validation": accuracy["validation"], **restored,
+            **pass_at_k_arms(config, env, row["out_dir"], model)}
+
+
+PASS_KS, PASS_SAMPLES = (1, 8, 64), 64  # pass@k of what RL adds: n = 64 answers a problem, at RL's temperature
+
+
+def pass_at_k_arms(config, env: MathEnvironment, out_dir: str, sft_model) -> dict:
+    """Does RL raise pass@64, or only pass@1? {"pass_at_k": {arm: {k: {"sampled", "sampled_stderr", "exact"}}}}
+    for the warm start, RL's last snapshot and the supervised baseline (sft_model), on the run's test set, at
+    RL's temperature (rl/evaluate.py evaluate_set: sampled from PASS_SAMPLES answers a problem, and exact from
+    one teacher-forced pass where the right answer is one token sequence, None with shown work); {} when the
+    run's folder no longer holds its last snapshot."""
+    steps = run_dir.snapshot_steps(out_dir) if os.path.isdir(out_dir) else []
+    if not steps or not os.path.exists(run_dir.warm_start_path(out_dir)):
+        return {}
+    args = argparse.Namespace(batch_size=config.eval_batch_size, split="test", seed=config.seed, samples=PASS_SAMPLES,
+                              temperature=config.rl_temperature, k=list(PASS_KS))
+    a, b = env.eval_operands(config.num_eval, "test")
+    out = {}
+    for arm, weights in (("warm_start", run_dir.warm_start_path(out_dir)), ("rl", steps[-1][1]), ("sft", None)):
+        model = sft_model
+        if weights is not None:
+            model = GPT(GPTConfig(**config.model_args()))
+            model.load_state_dict(load_snapshot(weights)["model"])
+            model.eval()
+        out[arm] = evaluate_set(model, env, a, b, args, "cpu")[0]["pass_at_k"]
+    return {"pass_at_k": out, "pass_at_k_samples": PASS_SAMPLES}
 
 
 def seconds_to(rs: list, target: float) -> str:
@@ -292,6 +320,22 @@ def adds_table(rows: list) -> str:
     return markdown_table(["config", "run", "worked examples", "seeds", "warm start steps", "warm start alone",
                            "warm start + RL",
                            "warm start + supervised, RL's seconds", "RL train s", "supervised steps"], out)
+
+
+def adds_pass_table(rows: list) -> str:
+    """What RL adds, in pass@k (test): per run with pass_at_k (benchmark --what_rl_adds), each arm's pass@k of
+    PASS_KS, exact where the right answer is one token sequence, else sampled (+- its standard error)."""
+    out = []
+    for config, label, rs in groups(rows):
+        for r in sorted(rs, key=lambda r: r["seed"]):
+            for arm, name in (("warm_start", "warm start alone"), ("rl", "+ RL"), ("sft", "+ supervised, RL's seconds")):
+                cells = []
+                for k in PASS_KS:
+                    v = r["pass_at_k"][arm][str(k)]
+                    cells.append(f"{v['exact']:.3f}" if v["exact"] is not None
+                                 else f"{v['sampled']:.3f} +- {v['sampled_stderr']:.3f}")
+                out.append([config, label, r["seed"], name, "exact" if v["exact"] is not None else "sampled", *cells])
+    return markdown_table(["config", "run", "seed", "arm", "pass@k", *[f"pass@{k}" for k in PASS_KS]], out)
 
 
 def main():

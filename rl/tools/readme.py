@@ -222,7 +222,12 @@ def gpu_speed() -> str:
                        for r in recs)
 
 
-BLOCKS = {"gpu-presets": gpu_presets, "gpu-candidates": gpu_candidates, "gpu-speed": gpu_speed, "headline": headline, "problem-selection": problem_selection, "presets-study": presets_study, "what-rl-adds": what_rl_adds, "speed": speed,
+def what_rl_adds_pass() -> str:
+    rows = benchmark_rows(lambda r: "pass_at_k" in r)
+    return benchmark.adds_pass_table(rows) if rows else "(no results yet: `python -m rl.tools.benchmark --what_rl_adds`)"
+
+
+BLOCKS = {"what-rl-adds-pass": what_rl_adds_pass, "gpu-presets": gpu_presets, "gpu-candidates": gpu_candidates, "gpu-speed": gpu_speed, "headline": headline, "problem-selection": problem_selection, "presets-study": presets_study, "what-rl-adds": what_rl_adds, "speed": speed,
           "scarce-study": scarce_study,
           "lengths": lambda: lengths_table("greedy"), "lengths-pass": lambda: lengths_table("pass"),
           "formats-2digit": lambda: formats_table(2), "formats-3digit": lambda: formats_table(3),
