@@ -83,73 +83,6 @@ class UniformSampler:
         return None
 
 
-class LengthSampler(UniformSampler):
-    """A length curriculum for the task of many lengths (rl/long_env.py): each step's width w (every problem
-    of the step has its longer operand of w digits) drawn where the policy is at the edge of its competence,
-    the problems of that width uniformly, as UniformSampler's.
-
-    State, per width w in lo..hi: discounted counts of right (s_w) and wrong (f_w) answers. A step at
-    width w whose groups have k right answers of n updates
-        s_w <- decay * s_w + k,    f_w <- decay * f_w + (n - k).
-    The estimate is PrioritizedSampler's Beta mean, per width: p_w = (s_w + G m) / (s_w + f_w + G), with m
-    the mean raw pass rate over the widths seen so far (0.5 before any), so an unseen width is drawn as
-    a typical one until it has answers of its own.
-    Width: drawn with P(w) proportional to p_w(1 - p_w) + floor, the same on every rank (the weights come
-    from every rank's groups, the draw from the step's width stream). Widths the policy solves or cannot
-    yet solve teach little (a group is mixed with probability 1 - p^G - (1-p)^G); the floor keeps solved
-    ones practised, so the short lengths are not forgotten.
-    Sources: RL adds capability at the edge of competence (Zhang, Neubig and Yue 2025); p(1-p) as a
-    prompt's learnability (LILO, arXiv 2502.12272), here per length instead of per pair."""
-    owned = ("length_floor", "length_decay")
-
-    def __init__(self, env, floor: float, decay: float):
-        super().__init__(env)
-        self.floor, self.decay = floor, decay
-        self.right = np.zeros(env.hi - env.lo + 1)  # index w - lo
-        self.wrong = np.zeros(env.hi - env.lo + 1)
-        self.G = 1
-
-    def estimates(self) -> np.ndarray:
-        """(hi - lo + 1,) each width's estimated pass rate, p_w above."""
-        seen = self.right + self.wrong > 0
-        m = float((self.right[seen] / (self.right[seen] + self.wrong[seen])).mean()) if seen.any() else 0.5
-        return (self.right + self.G * m) / (self.right + self.wrong + self.G)
-
-    def width_weights(self) -> np.ndarray:
-        """(hi - lo + 1,) the chance of each width lo..hi to be the next step's: p(1-p) + floor, normalised."""
-        p = self.estimates()
-        w = p * (1.0 - p) + self.floor
-        return w / w.sum() if w.sum() > 0 else np.full(len(w), 1.0 / len(w))  # (all solved, floor 0: alike)
-
-    def draw(self, n: int, problems_rng, selection_rng, exclude: np.ndarray):
-        a, b = self.env.sample_operands(n, problems_rng)
-        i = self.env.width - self.env.lo
-        seen = self.right[i] + self.wrong[i] > 0
-        return a, b, np.full(n, seen), np.full(n, self.estimates()[i])
-
-    def observe(self, keys, successes, G: int):
-        """Every group of the step, all of one width: the environment's current one (rl/rollout.py sets it
-        for the whole step before sampling and keeps it until the next)."""
-        i, successes = self.env.width - self.env.lo, np.asarray(successes, dtype=np.float64)
-        self.G = G
-        if len(successes):
-            self.right[i] = self.decay * self.right[i] + successes.sum()
-            self.wrong[i] = self.decay * self.wrong[i] + (G * len(successes) - successes.sum())
-
-    def state_dict(self) -> dict:
-        return {"right": torch.from_numpy(self.right.copy()), "wrong": torch.from_numpy(self.wrong.copy()),
-                "G": self.G}
-
-    def load_state_dict(self, state: dict):
-        self.right, self.wrong = state["right"].numpy().copy(), state["wrong"].numpy().copy()
-        self.G = state["G"]
-
-    def metrics(self) -> dict:
-        weights = self.width_weights()
-        return {"select/mean_width": float((weights * np.arange(self.env.lo, self.env.hi + 1)).sum()),
-                "select/edge_width": self.env.lo + int(np.argmax(weights))}
-
-
 class PrioritizedSampler:
     """A pass-rate estimate for every training pair; pairs drawn in proportion to p(1-p) + floor.
 
@@ -238,6 +171,67 @@ class PrioritizedSampler:
     def metrics(self) -> dict:
         p = self.estimates()
         return {"select/unsolved_pairs": int((p < 0.5).sum()), "select/population_pass_rate": self.population_rate()}
+
+
+class LengthSampler(UniformSampler):
+    """A length curriculum for the task of many lengths (rl/long_env.py): each step's width w (every problem
+    of the step has its longer operand of w digits) drawn where the policy is at the edge of its competence,
+    the problems of that width uniformly, as UniformSampler's.
+
+    State, per width w in lo..hi: discounted counts of right (s_w) and wrong (f_w) answers. A step at
+    width w whose groups have k right answers of n updates
+        s_w <- decay * s_w + k,    f_w <- decay * f_w + (n - k).
+    The estimate is PrioritizedSampler's Beta mean, per width: p_w = (s_w + G m) / (s_w + f_w + G), with m
+    the mean raw pass rate over the widths seen so far (0.5 before any), so an unseen width is drawn as
+    a typical one until it has answers of its own.
+    Width: drawn with P(w) proportional to p_w(1 - p_w) + floor, the same on every rank (the weights come
+    from every rank's groups, the draw from the step's width stream). Widths the policy solves or cannot
+    yet solve teach little (a group is mixed with probability 1 - p^G - (1-p)^G); the floor keeps solved
+    ones practised, so the short lengths are not forgotten.
+    Sources: RL adds capability at the edge of competence (Zhang, Neubig and Yue 2025); p(1-p) as a
+    prompt's learnability (LILO, arXiv 2502.12272), here per length instead of per pair."""
+    owned = ("length_floor", "length_decay")
+    # a snapshot holds its counts as PrioritizedSampler's: one right and one wrong count per width instead of per pair
+    state_dict, load_state_dict = PrioritizedSampler.state_dict, PrioritizedSampler.load_state_dict
+
+    def __init__(self, env, floor: float, decay: float):
+        super().__init__(env)
+        self.floor, self.decay = floor, decay
+        self.right = np.zeros(env.hi - env.lo + 1)  # index w - lo
+        self.wrong = np.zeros(env.hi - env.lo + 1)
+        self.G = 1
+
+    def estimates(self) -> np.ndarray:
+        """(hi - lo + 1,) each width's estimated pass rate, p_w above."""
+        seen = self.right + self.wrong > 0
+        m = float((self.right[seen] / (self.right[seen] + self.wrong[seen])).mean()) if seen.any() else 0.5
+        return (self.right + self.G * m) / (self.right + self.wrong + self.G)
+
+    def width_weights(self) -> np.ndarray:
+        """(hi - lo + 1,) the chance of each width lo..hi to be the next step's: p(1-p) + floor, normalised."""
+        p = self.estimates()
+        w = p * (1.0 - p) + self.floor
+        return w / w.sum() if w.sum() > 0 else np.full(len(w), 1.0 / len(w))  # (all solved, floor 0: alike)
+
+    def draw(self, n: int, problems_rng, selection_rng, exclude: np.ndarray):
+        a, b = self.env.sample_operands(n, problems_rng)
+        i = self.env.width - self.env.lo
+        seen = self.right[i] + self.wrong[i] > 0
+        return a, b, np.full(n, seen), np.full(n, self.estimates()[i])
+
+    def observe(self, keys, successes, G: int):
+        """Every group of the step, all of one width: the environment's current one (rl/rollout.py sets it
+        for the whole step before sampling and keeps it until the next)."""
+        i, successes = self.env.width - self.env.lo, np.asarray(successes, dtype=np.float64)
+        self.G = G
+        if len(successes):
+            self.right[i] = self.decay * self.right[i] + successes.sum()
+            self.wrong[i] = self.decay * self.wrong[i] + (G * len(successes) - successes.sum())
+
+    def metrics(self) -> dict:
+        weights = self.width_weights()
+        return {"select/mean_width": float((weights * np.arange(self.env.lo, self.env.hi + 1)).sum()),
+                "select/edge_width": self.env.lo + int(np.argmax(weights))}
 
 
 class ReplaySampler:

@@ -328,7 +328,8 @@ def adds_pass_table(rows: list) -> str:
     out = []
     for config, label, rs in groups(rows):
         for r in sorted(rs, key=lambda r: r["seed"]):
-            for arm, name in (("warm_start", "warm start alone"), ("rl", "+ RL"), ("sft", "+ supervised, RL's seconds")):
+            for arm, name in (("warm_start", "warm start alone"), ("rl", "+ RL"),
+                              ("sft", "+ supervised, RL's seconds")):
                 cells = []
                 for k in PASS_KS:
                     v = r["pass_at_k"][arm][str(k)]
