@@ -478,12 +478,14 @@ class DecodeGraph:
 
 def repeat_rows(t: torch.Tensor, n: int, dim: int = 0) -> torch.Tensor:
     """t.repeat_interleave(n, dim) (each row n times in a row), as a view expanded and copied: the same
-    values, without the output-size computation that syncs with a CUDA device."""
+    values, without the output-size computation that syncs with a CUDA device. contiguous(): with one row
+    (t.shape[dim] == 1) reshape returns the expanded view itself, n rows sharing memory, which a KV cache
+    written in place refuses; with more it has copied already, and contiguous() is free."""
     if n == 1:
         return t
     shape = list(t.shape)
     expanded = t.unsqueeze(dim + 1).expand(*shape[:dim + 1], n, *shape[dim + 1:])
-    return expanded.reshape(*shape[:dim], shape[dim] * n, *shape[dim + 1:])
+    return expanded.reshape(*shape[:dim], shape[dim] * n, *shape[dim + 1:]).contiguous()
 
 
 def check_position_ids(pos: torch.Tensor, n_position: int):

@@ -83,6 +83,9 @@ def test_num_samples_reads_each_prompt_once_and_matches_repeated_prompts():
     assert torch.equal(draw(prompts, 4), draw(repeated, 1))
     assert torch.equal(model.generate(prompts, 5, greedy=True, num_samples=4, use_cache=False),
                        model.generate(repeated, 5, greedy=True))
+    # one prompt alone (an evaluation's last batch): its samples' cache rows are copies, not views of one row
+    one = prompts[:1]
+    assert torch.equal(draw(one, 4), draw(one.repeat_interleave(4, dim=0), 1))
 
 
 def test_logprobs_and_entropy_are_those_of_the_distribution_each_token_was_drawn_from():
