@@ -223,8 +223,11 @@ def gpu_speed() -> str:
 
 
 def what_rl_adds_pass() -> str:
-    rows = benchmark_rows(lambda r: "pass_at_k" in r)
-    return benchmark.adds_pass_table(rows) if rows else "(no results yet: `python -m rl.tools.benchmark --what_rl_adds`)"
+    """pass@k of what RL adds: runs of `benchmark --what_rl_adds --results what-rl-adds`, kept apart from the
+    3-seed table's runs (results/benchmark/), which ran before pass@k was measured and on older code."""
+    rows = [r for r in results.load("what-rl-adds") if "pass_at_k" in r]
+    return benchmark.adds_pass_table(rows) if rows else \
+        "(no results yet: `python -m rl.tools.benchmark --what_rl_adds --results what-rl-adds`)"
 
 
 BLOCKS = {"what-rl-adds-pass": what_rl_adds_pass, "gpu-presets": gpu_presets, "gpu-candidates": gpu_candidates, "gpu-speed": gpu_speed, "headline": headline, "problem-selection": problem_selection, "presets-study": presets_study, "what-rl-adds": what_rl_adds, "speed": speed,
