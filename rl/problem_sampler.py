@@ -53,6 +53,13 @@ def training_only(env: MathEnvironment, keys: np.ndarray, successes: np.ndarray)
     return keys[keep], successes[keep]
 
 
+def learnability(p: np.ndarray, floor: float) -> np.ndarray:
+    """The draw weights of prioritized (per pair) and lengths (per width): p(1-p) + floor for pass rates p (K,);
+    all ones when every weight is 0 (floor 0, each known solved or hopeless): none is likelier than another."""
+    w = p * (1.0 - p) + floor
+    return w if w.sum() > 0 else np.ones_like(w)
+
+
 class UniformSampler:
     """Every problem uniformly from the training split (rejection from all pairs): the original
     recipe's draws, unchanged. No state."""
@@ -138,10 +145,8 @@ class PrioritizedSampler:
     def probabilities(self, estimates: np.ndarray, exclude: np.ndarray) -> np.ndarray:
         """(K,) the chance of each training pair to be the next one drawn: p(1-p) + floor, normalised,
         0 for the pairs in `exclude`."""
-        w = estimates * (1.0 - estimates) + self.floor
+        w = learnability(estimates, self.floor)
         excluded = np.searchsorted(self.keys, exclude[np.isin(exclude, self.keys)])
-        if self.floor == 0 and not w.sum() > 0:  # every pair known solved or hopeless: none is likelier than another
-            w = np.ones_like(w)
         w[excluded] = 0.0
         return w / w.sum()
 
@@ -191,8 +196,9 @@ class LengthSampler(UniformSampler):
     Sources: RL adds capability at the edge of competence (Zhang, Neubig and Yue 2025); p(1-p) as a
     prompt's learnability (LILO, arXiv 2502.12272), here per length instead of per pair."""
     owned = ("length_floor", "length_decay")
-    # a snapshot holds its counts as PrioritizedSampler's: one right and one wrong count per width instead of per pair
+    # PrioritizedSampler's counts, estimates and snapshot: one right and one wrong count per width, not per pair
     state_dict, load_state_dict = PrioritizedSampler.state_dict, PrioritizedSampler.load_state_dict
+    population_rate, estimates = PrioritizedSampler.population_rate, PrioritizedSampler.estimates
 
     def __init__(self, env, floor: float, decay: float):
         super().__init__(env)
@@ -201,17 +207,10 @@ class LengthSampler(UniformSampler):
         self.wrong = np.zeros(env.hi - env.lo + 1)
         self.G = 1
 
-    def estimates(self) -> np.ndarray:
-        """(hi - lo + 1,) each width's estimated pass rate, p_w above."""
-        seen = self.right + self.wrong > 0
-        m = float((self.right[seen] / (self.right[seen] + self.wrong[seen])).mean()) if seen.any() else 0.5
-        return (self.right + self.G * m) / (self.right + self.wrong + self.G)
-
     def width_weights(self) -> np.ndarray:
         """(hi - lo + 1,) the chance of each width lo..hi to be the next step's: p(1-p) + floor, normalised."""
-        p = self.estimates()
-        w = p * (1.0 - p) + self.floor
-        return w / w.sum() if w.sum() > 0 else np.full(len(w), 1.0 / len(w))  # (all solved, floor 0: alike)
+        w = learnability(self.estimates(), self.floor)
+        return w / w.sum()
 
     def draw(self, n: int, problems_rng, selection_rng, exclude: np.ndarray):
         a, b = self.env.sample_operands(n, problems_rng)

@@ -54,7 +54,7 @@ from rl.evaluate import evaluate, evaluate_set
 from rl.math_env import MathEnvironment
 from rl.rl_ddp import config_from_args
 from rl.update import lr_lambda
-from rl.snapshot import load_snapshot
+from rl.snapshot import load_snapshot, model_from_snapshot
 from rl.tools import launch, results
 from rl.tools.report import first_reaching, markdown_table, median_range
 from rl.warm_start import teacher_forced_step, training_pairs
@@ -245,12 +245,8 @@ def pass_at_k_arms(config, env: MathEnvironment, out_dir: str, sft_model) -> dic
     a, b = env.eval_operands(config.num_eval, "test")
     out = {}
     for arm, weights in (("warm_start", run_dir.warm_start_path(out_dir)), ("rl", steps[-1][1]), ("sft", None)):
-        model = sft_model
-        if weights is not None:
-            model = GPT(GPTConfig(**config.model_args()))
-            model.load_state_dict(load_snapshot(weights)["model"])
-            model.eval()
-        out[arm] = evaluate_set(model, env, a, b, args, "cpu")[0]["pass_at_k"]
+        model = sft_model if weights is None else model_from_snapshot(load_snapshot(weights))
+        out[arm] = evaluate_set(model, env, a, b, args, "cpu")[0]["pass_at_k"]  # (in eval mode, whatever the model's)
     return {"pass_at_k": out, "pass_at_k_samples": PASS_SAMPLES}
 
 
