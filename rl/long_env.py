@@ -164,7 +164,7 @@ class LongAdditionEnvironment:
     task, show_work, reverse_answer, use_format = "adder", False, True, True
 
     def __init__(self, ndigits: tuple = (1, 10), *, positions: str = "absolute", max_position_offset: int = 0,
-                 test_fraction: float = 0.1, validation_fraction: float = 0.05):
+                 pad_ndigits: int = 0, test_fraction: float = 0.1, validation_fraction: float = 0.05):
         lo, hi = ndigits
         if not 1 <= lo <= hi:
             raise ValueError(f"a range of lengths needs 1 <= lo <= hi, got {lo}-{hi}")
@@ -176,7 +176,12 @@ class LongAdditionEnvironment:
         if not (0.0 < test_fraction and 0.0 < validation_fraction and test_fraction + validation_fraction < 1.0):
             raise ValueError(f"test_fraction and validation_fraction must be positive and leave a train split, "
                              f"got {test_fraction} and {validation_fraction}")
+        if pad_ndigits and (positions != "coupled" or not hi <= pad_ndigits <= hi + max_position_offset):
+            raise ValueError(f"pad_ndigits (rl_pad_ndigits) must be 0, or from the range's longest ({hi}) to that plus "
+                             f"max_position_offset ({hi + max_position_offset}) with coupled positions, "
+                             f"got {pad_ndigits} with positions={positions}")
         self.lo, self.hi, self.width = lo, hi, hi
+        self.pad_ndigits = pad_ndigits
         self.positions, self.max_position_offset = positions, max_position_offset
         self.test_fraction, self.validation_fraction = test_fraction, validation_fraction
         self.op = OPERATIONS["adder"]
@@ -184,18 +189,30 @@ class LongAdditionEnvironment:
         self.stoi = {ch: i for i, ch in enumerate(self.itos)}
         self.end_token, self.pad_token, self.vocab_size = self.stoi[END], self.stoi[PAD], len(self.itos)
         self.final_start, self.steps_slice = 0, slice(0, 0)
-        self.set_width(hi)
+        self.widest = max(hi, pad_ndigits)  # the widest a problem is written at
+        self.set_width(hi, self.widest)
         # the longest sequence and the position embeddings a model needs (its n_position must be at least this)
         self.seq_len = self.prompt_len + self.answer_len
         self.num_position_ids = self.seq_len if positions == "absolute" else hi + 3 + max_position_offset
+        self.set_width(hi)
 
-    def set_width(self, width: int):
-        """Write (and draw) problems at this width from now on: lo <= width <= hi (the module docstring)."""
+    def set_width(self, width: int, written: Optional[int] = None):
+        """Draw problems whose longer operand has `width` digits (lo <= width <= hi), written at `written` digits
+        (width <= written <= pad_ndigits; default: width), from now on (the module docstring)."""
+        written = width if written is None else written
         if not self.lo <= width <= self.hi:
             raise ValueError(f"width {width} outside the range {self.lo}-{self.hi}")
-        self.width, self.answer_digits = width, width + 1
-        self.prompt_len, self.answer_len = 2 * width + 2, width + 2
+        if not width <= written <= self.widest:
+            raise ValueError(f"problems of {width} digits cannot be written at {written}: "
+                             f"from {width} to pad_ndigits={self.widest}")
+        self.number_width, self.width, self.answer_digits = width, written, written + 1
+        self.prompt_len, self.answer_len = 2 * written + 2, written + 2
         self.final_slice = slice(0, self.answer_len)
+
+    def draw_written(self, width: int, rng: np.random.Generator) -> int:
+        """The width a step's problems of `width` digits are written at: uniform over width .. pad_ndigits (their
+        leading columns zeros, so long layouts are trained with short numbers); width itself without padding."""
+        return int(rng.integers(width, self.pad_ndigits + 1)) if self.pad_ndigits > width else width
 
     def draw_width(self, rng: np.random.Generator, weights: Optional[np.ndarray] = None) -> int:
         """A step's width: the longer of two lengths drawn uniformly over the range, P(w) ~ 2(w - lo) + 1;
@@ -215,7 +232,10 @@ class LongAdditionEnvironment:
         significance = np.arange(W - 1, -1, -1) + 2  # an operand's digits, most significant first
         row = np.concatenate([significance, [1], significance, [1], np.arange(W + 1) + 2, [0]])
         rng = np.random.default_rng(EVAL_OFFSETS) if rng is None else rng  # an evaluation's: the same every time
-        offsets = rng.integers(0, self.max_position_offset + 1, size=n)
+        # padded: every layout reaches the same top id, hi + 2 + max_position_offset, the unpadded one's: a wider one
+        # is shifted less, and the numbers' own digits, written narrower, train every id below it
+        reach = self.max_position_offset + (self.hi - W if self.pad_ndigits else 0)
+        offsets = rng.integers(0, reach + 1, size=n)
         return torch.from_numpy(np.where(row > 0, row + offsets[:, None], 0).astype(np.int64))
 
     # ---- sampling -------------------------------------------------------------------------
@@ -227,20 +247,21 @@ class LongAdditionEnvironment:
     def _draw(self, k: int, rng: np.random.Generator):
         """k pairs at the current width w: the two lengths as two uniform draws over lo..hi whose longer is w
         (one of them w, or both), then each number uniform over the numbers of its length."""
-        n = self.width - self.lo + 1  # lengths lo..w
+        w = self.number_width
+        n = w - self.lo + 1  # lengths lo..w
         both = rng.random(k) < 1.0 / (2 * n - 1)  # P(both are w | the longer is w); else one is, each side alike
         a_long = both | (rng.random(k) < 0.5)
-        other = rng.integers(self.lo, self.width, size=k) if n > 1 else np.full(k, self.width)  # lo..w-1
-        lengths_a = np.where(a_long, self.width, other)
-        lengths_b = np.where(both | ~a_long, self.width, other)
+        other = rng.integers(self.lo, w, size=k) if n > 1 else np.full(k, w)  # lo..w-1
+        lengths_a = np.where(a_long, w, other)
+        lengths_b = np.where(both | ~a_long, w, other)
 
         def operand(lengths):
-            digits = rng.integers(0, 10, size=(k, self.width), dtype=np.uint8)
+            digits = rng.integers(0, 10, size=(k, w), dtype=np.uint8)
             top = rng.integers(1, 10, size=k, dtype=np.uint8)  # a leading digit is not 0 (but 0 has length 1)
-            digits[np.arange(self.width) >= lengths[:, None]] = 0
+            digits[np.arange(w) >= lengths[:, None]] = 0
             rows = np.nonzero(lengths > 1)[0]
             digits[rows, lengths[rows] - 1] = top[rows]
-            return digits
+            return _widen(digits, self.width)
         return operand(lengths_a), operand(lengths_b)
 
     def pair_keys(self, a, b) -> np.ndarray:
@@ -345,15 +366,15 @@ def environments(task: dict, eval_lengths=()) -> dict:
         env = MathEnvironment(**{k: task[k] for k in MATH_ENV_KEYS})
         return {"sft": env, "rl": env, "eval": {None: env}}
     offset = task.get("max_position_offset", 0)
-    long = lambda lengths, max_offset=offset: LongAdditionEnvironment(
-        lengths, positions=task.get("positions", "absolute"), max_position_offset=max_offset,
+    long = lambda lengths, max_offset=offset, pad=0: LongAdditionEnvironment(
+        lengths, positions=task.get("positions", "absolute"), max_position_offset=max_offset, pad_ndigits=pad,
         test_fraction=task["test_fraction"], validation_fraction=task["validation_fraction"])
-    rl = long(parse_range("rl_ndigits", task["rl_ndigits"]))
+    rl = long(parse_range("rl_ndigits", task["rl_ndigits"]), pad=task.get("rl_pad_ndigits", 0))
     top = rl.hi + 2 + offset  # the largest id RL's training reads (its sum's top digit at the largest offset)
     # shorter warm-start problems get larger offsets, up to the same top id, so that every id an evaluation reads
     # is trained before RL too (at RL's offsets, 1-10 digits stop at id 117 of 127: 8-9% of the evaluation's
     # 5- and 10-digit problems read ids the warm start never trained)
-    sft = rl
+    sft = long((rl.lo, rl.hi)) if rl.pad_ndigits else rl  # (the warm start's problems are never padded)
     if task.get("sft_ndigits"):
         lo, hi = parse_range("sft_ndigits", task["sft_ndigits"])
         coupled = task.get("positions") == "coupled"  # (absolute positions have no offsets to widen)
@@ -364,8 +385,8 @@ def environments(task: dict, eval_lengths=()) -> dict:
 
 
 # task_args()'s keys of the task of many lengths, each only when set
-LONG_TASK_KEYS = ("rl_ndigits", "sft_ndigits", "positions", "max_position_offset")
-LONG_TASK_FIELDS = ("sft_ndigits", "eval_ndigits", "positions", "max_position_offset")  # nothing reads these alone
+LONG_TASK_KEYS = ("rl_ndigits", "sft_ndigits", "positions", "max_position_offset", "rl_pad_ndigits")
+LONG_TASK_FIELDS = ("sft_ndigits", "eval_ndigits", "positions", "max_position_offset", "rl_pad_ndigits")  # nothing reads these alone
 
 
 @dataclass
@@ -386,6 +407,10 @@ class LongTaskSettings(TaskSettings):
     """positions=coupled: each training problem's ids shifted by a random offset of up to this, so the ids of long
     numbers are trained by short ones (an evaluation draws its offsets from a fixed seed, within the ids training
     reaches) (>= 0)"""
+    rl_pad_ndigits: int = 0
+    """positions=coupled: each step of RL (and of the supervised arm, rl/tools/lengths.py) writes its problems at a
+    width drawn uniformly from their longer operand's length to this, leading columns zero: layouts as long as an
+    evaluation's, with numbers of rl_ndigits; 0 = no padding (rl_ndigits's longest .. that + max_position_offset)"""
 
     def task_args(self) -> dict:
         """What defines the problems, as MathEnvironment(**config.task_args()) takes it, and the task of many

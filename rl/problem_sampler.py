@@ -214,14 +214,14 @@ class LengthSampler(UniformSampler):
 
     def draw(self, n: int, problems_rng, selection_rng, exclude: np.ndarray):
         a, b = self.env.sample_operands(n, problems_rng)
-        i = self.env.width - self.env.lo
+        i = self.env.number_width - self.env.lo
         seen = self.right[i] + self.wrong[i] > 0
         return a, b, np.full(n, seen), np.full(n, self.estimates()[i])
 
     def observe(self, keys, successes, G: int):
         """Every group of the step, all of one width: the environment's current one (rl/rollout.py sets it
         for the whole step before sampling and keeps it until the next)."""
-        i, successes = self.env.width - self.env.lo, np.asarray(successes, dtype=np.float64)
+        i, successes = self.env.number_width - self.env.lo, np.asarray(successes, dtype=np.float64)
         self.G = G
         if len(successes):
             self.right[i] = self.decay * self.right[i] + successes.sum()

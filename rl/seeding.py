@@ -38,5 +38,7 @@ def set_step_width(env, seed: int, step: int, purpose: int = WIDTHS, weights=Non
     lengths, rl/long_env.py); nothing for today's tasks, which have one width. weights: a distribution over the
     widths lo..hi (a length curriculum's, rl/problem_sampler.py), else the task's own."""
     if hasattr(env, "draw_width"):
-        env.set_width(env.draw_width(numpy_rng(seed, 0, step, purpose), weights))
+        rng = numpy_rng(seed, 0, step, purpose)
+        width = env.draw_width(rng, weights)
+        env.set_width(width, env.draw_written(width, rng))  # (written wider than the numbers only with padding)
 

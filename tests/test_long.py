@@ -347,3 +347,60 @@ def test_the_warm_starts_offsets_reach_every_id_rl_and_evaluation_read():
     # absolute positions draw no offsets in any phase
     absolute = environments({**task, "positions": "absolute", "max_position_offset": 0}, [])
     assert absolute["sft"].max_position_offset == 0 and absolute["sft"].position_ids(3) is None
+
+
+def test_padded_layouts_write_short_numbers_wide_and_reach_the_same_top_id():
+    """rl_pad_ndigits: problems whose longer operand has w digits, written at a width from w up to pad_ndigits,
+    leading columns zero; each layout's offsets reach the unpadded top id, hi + 2 + max_position_offset."""
+    env = LongAdditionEnvironment((1, 3), positions="coupled", max_position_offset=4, pad_ndigits=5)
+    env.set_width(3, 5)
+    assert text(env, 12, 345) == ("00012+00345=", "753000$")  # 357 in 6 digits, reversed
+    assert (env.prompt_len, env.answer_len, env.number_width, env.num_position_ids) == (12, 7, 3, 3 + 3 + 4)
+    pos = env.position_ids(2000, np.random.default_rng(0))
+    at_zero = torch.tensor([[6, 5, 4, 3, 2, 1, 6, 5, 4, 3, 2, 1, 2, 3, 4, 5, 6, 7, 0]])
+    offsets = pos[:, 4] - 2  # the ones digit of a: id 2 + offset
+    assert torch.equal(pos, torch.where(at_zero > 0, at_zero + offsets[:, None], 0))
+    assert set(offsets.tolist()) == {0, 1, 2} and int(pos.max()) == 9  # 4 + 3 - 5 = 2: top id 7 + 2 = 3 + 2 + 4
+    env.set_width(1, 1)
+    assert set((env.position_ids(2000, np.random.default_rng(0))[:, 0] - 2).tolist()) == set(range(7))  # 4 + 3 - 1
+    # a step's numbers have their own width; its problems are written at a width uniform over width .. pad_ndigits
+    rng, written = np.random.default_rng(1), {1: [], 2: [], 3: []}
+    for _ in range(3000):
+        width = env.draw_width(rng)
+        env.set_width(width, env.draw_written(width, rng))
+        a, b = env._draw(4, rng)
+        assert a.shape == (4, env.width) and (np.maximum(number_lengths(a), number_lengths(b)) == width).all()
+        written[width].append(env.width)
+    for width, seen in written.items():
+        share = np.bincount(seen, minlength=6)[width:] / len(seen)
+        assert abs(share - 1 / (6 - width)).max() < 0.05, (width, share)
+    unpadded = LongAdditionEnvironment((1, 3), positions="coupled", max_position_offset=4)
+    assert unpadded.draw_written(2, rng) == 2  # no padding: no draw either, so today's width stream is unchanged
+    with pytest.raises(ValueError, match="problems of 3 digits cannot be written at 6: from 3 to pad_ndigits=5"):
+        env.set_width(3, 6)
+    for bad in (dict(pad_ndigits=2), dict(pad_ndigits=8), dict(pad_ndigits=5, positions="absolute",
+                                                                max_position_offset=0)):
+        with pytest.raises(ValueError, match=re.escape("pad_ndigits (rl_pad_ndigits) must be 0, or from the range's longest (3)")):
+            LongAdditionEnvironment((1, 3), **{**dict(positions="coupled", max_position_offset=4), **bad})
+
+
+def test_rl_pad_ndigits_pads_rls_problems_and_nothing_else():
+    """RL's environment is padded; the warm start's and the evaluations' are not, and the warm start's fingerprint
+    leaves the setting out, so a cached warm start made without it is reused."""
+    from helpers import make_config
+    from rl.warm_start import fingerprint
+    from rl import seeding
+    config = make_config(**LONG, eval_ndigits="2,6", rl_pad_ndigits=12)
+    envs = config.environments()
+    assert envs["rl"].pad_ndigits == 12 and envs["sft"].pad_ndigits == 0
+    assert all(e.pad_ndigits == 0 for e in envs["eval"].values()) and config.task_args()["rl_pad_ndigits"] == 12
+    assert fingerprint(config, 1) == fingerprint(make_config(**LONG, eval_ndigits="2,6"), 1)
+    rl, written = envs["rl"], set()
+    for step in range(40):
+        seeding.set_step_width(rl, 0, step)
+        written.add(rl.width - rl.number_width)
+    assert 0 in written and max(written) > 3  # padded some steps, by up to 12 - w columns
+    from rl.errors import ConfigError
+    with pytest.raises(ConfigError, match=re.escape("rl_pad_ndigits) must be 0, or from the range's longest (6) to "
+                                                    "that plus max_position_offset (15) with coupled positions, got 16")):
+        make_config(**LONG, rl_pad_ndigits=16)
