@@ -164,7 +164,8 @@ class LongAdditionEnvironment:
     task, show_work, reverse_answer, use_format = "adder", False, True, True
 
     def __init__(self, ndigits: tuple = (1, 10), *, positions: str = "absolute", max_position_offset: int = 0,
-                 pad_ndigits: int = 0, test_fraction: float = 0.1, validation_fraction: float = 0.05):
+                 pad_ndigits: int = 0, test_fraction: float = 0.1, validation_fraction: float = 0.05,
+                 pad_name: str = "pad_ndigits"):
         lo, hi = ndigits
         if not 1 <= lo <= hi:
             raise ValueError(f"a range of lengths needs 1 <= lo <= hi, got {lo}-{hi}")
@@ -177,7 +178,7 @@ class LongAdditionEnvironment:
             raise ValueError(f"test_fraction and validation_fraction must be positive and leave a train split, "
                              f"got {test_fraction} and {validation_fraction}")
         if pad_ndigits and (positions != "coupled" or not hi <= pad_ndigits <= hi + max_position_offset):
-            raise ValueError(f"pad_ndigits (rl_pad_ndigits) must be 0, or from the range's longest ({hi}) to that plus "
+            raise ValueError(f"{pad_name} must be 0, or from the range's longest ({hi}) to that plus "
                              f"max_position_offset ({hi + max_position_offset}) with coupled positions, "
                              f"got {pad_ndigits} with positions={positions}")
         self.lo, self.hi, self.width = lo, hi, hi
@@ -366,27 +367,32 @@ def environments(task: dict, eval_lengths=()) -> dict:
         env = MathEnvironment(**{k: task[k] for k in MATH_ENV_KEYS})
         return {"sft": env, "rl": env, "eval": {None: env}}
     offset = task.get("max_position_offset", 0)
-    long = lambda lengths, max_offset=offset, pad=0: LongAdditionEnvironment(
-        lengths, positions=task.get("positions", "absolute"), max_position_offset=max_offset, pad_ndigits=pad,
-        test_fraction=task["test_fraction"], validation_fraction=task["validation_fraction"])
-    rl = long(parse_range("rl_ndigits", task["rl_ndigits"]), pad=task.get("rl_pad_ndigits", 0))
+    long = lambda lengths, max_offset=offset, pad=("", 0): LongAdditionEnvironment(
+        lengths, positions=task.get("positions", "absolute"), max_position_offset=max_offset, pad_ndigits=pad[1],
+        test_fraction=task["test_fraction"], validation_fraction=task["validation_fraction"], pad_name=pad[0])
+    rl_pad, sft_pad = (("rl_pad_ndigits", task.get("rl_pad_ndigits", 0)), ("sft_pad_ndigits",
+                                                                            task.get("sft_pad_ndigits", 0)))
+    rl = long(parse_range("rl_ndigits", task["rl_ndigits"]), pad=rl_pad)
     top = rl.hi + 2 + offset  # the largest id RL's training reads (its sum's top digit at the largest offset)
     # shorter warm-start problems get larger offsets, up to the same top id, so that every id an evaluation reads
     # is trained before RL too (at RL's offsets, 1-10 digits stop at id 117 of 127: 8-9% of the evaluation's
     # 5- and 10-digit problems read ids the warm start never trained)
-    sft = long((rl.lo, rl.hi)) if rl.pad_ndigits else rl  # (the warm start's problems are never padded)
     if task.get("sft_ndigits"):
         lo, hi = parse_range("sft_ndigits", task["sft_ndigits"])
         coupled = task.get("positions") == "coupled"  # (absolute positions have no offsets to widen)
-        sft = long((lo, hi), max(offset, top - (hi + 2)) if coupled else offset)
+        sft = long((lo, hi), max(offset, top - (hi + 2)) if coupled else offset, pad=sft_pad)
+    else:  # (each phase its own padding)
+        sft = long((rl.lo, rl.hi), pad=sft_pad) if rl_pad[1] or sft_pad[1] else rl
     evals = {L: long((L, L), max(0, top - (L + 2))) for L in eval_lengths}
     # (a copy: RL sets its environment's width every step, an evaluation's stays at the range's longest)
     return {"sft": sft, "rl": rl, "eval": evals or {None: copy.copy(rl)}}
 
 
 # task_args()'s keys of the task of many lengths, each only when set
-LONG_TASK_KEYS = ("rl_ndigits", "sft_ndigits", "positions", "max_position_offset", "rl_pad_ndigits")
-LONG_TASK_FIELDS = ("sft_ndigits", "eval_ndigits", "positions", "max_position_offset", "rl_pad_ndigits")  # nothing reads these alone
+LONG_TASK_KEYS = ("rl_ndigits", "sft_ndigits", "positions", "max_position_offset", "rl_pad_ndigits", "sft_pad_ndigits")
+# nothing reads these alone
+LONG_TASK_FIELDS = ("sft_ndigits", "eval_ndigits", "positions", "max_position_offset", "rl_pad_ndigits",
+                    "sft_pad_ndigits")
 
 
 @dataclass
@@ -411,6 +417,9 @@ class LongTaskSettings(TaskSettings):
     """positions=coupled: each step of RL (and of the supervised arm, rl/tools/lengths.py) writes its problems at a
     width drawn uniformly from their longer operand's length to this, leading columns zero: layouts as long as an
     evaluation's, with numbers of rl_ndigits; 0 = no padding (rl_ndigits's longest .. that + max_position_offset)"""
+    sft_pad_ndigits: int = 0
+    """positions=coupled: the warm start's problems padded likewise, up to this many digits (rl_pad_ndigits), so RL
+    starts from a model that has read long layouts; 0 = no padding (sft_ndigits's longest .. that + its offsets)"""
 
     def task_args(self) -> dict:
         """What defines the problems, as MathEnvironment(**config.task_args()) takes it, and the task of many

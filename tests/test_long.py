@@ -380,13 +380,15 @@ def test_padded_layouts_write_short_numbers_wide_and_reach_the_same_top_id():
         env.set_width(3, 6)
     for bad in (dict(pad_ndigits=2), dict(pad_ndigits=8), dict(pad_ndigits=5, positions="absolute",
                                                                 max_position_offset=0)):
-        with pytest.raises(ValueError, match=re.escape("pad_ndigits (rl_pad_ndigits) must be 0, or from the range's longest (3)")):
+        refusal = "pad_ndigits must be 0, or from the range's longest (3)"
+        with pytest.raises(ValueError, match=re.escape(refusal)):
             LongAdditionEnvironment((1, 3), **{**dict(positions="coupled", max_position_offset=4), **bad})
 
 
-def test_rl_pad_ndigits_pads_rls_problems_and_nothing_else():
-    """RL's environment is padded; the warm start's and the evaluations' are not, and the warm start's fingerprint
-    leaves the setting out, so a cached warm start made without it is reused."""
+def test_each_phase_pads_its_own_problems_and_evaluations_none():
+    """rl_pad_ndigits pads RL's environment; the warm start's and the evaluations' are not padded, and the warm
+    start's fingerprint leaves the setting out, so a cached warm start made without it is reused. sft_pad_ndigits
+    pads the warm start's, and is part of its fingerprint."""
     from helpers import make_config
     from rl.warm_start import fingerprint
     from rl import seeding
@@ -401,6 +403,14 @@ def test_rl_pad_ndigits_pads_rls_problems_and_nothing_else():
         written.add(rl.width - rl.number_width)
     assert 0 in written and max(written) > 3  # padded some steps, by up to 12 - w columns
     from rl.errors import ConfigError
-    with pytest.raises(ConfigError, match=re.escape("rl_pad_ndigits) must be 0, or from the range's longest (6) to "
-                                                    "that plus max_position_offset (15) with coupled positions, got 16")):
+    refusal = "rl_pad_ndigits must be 0, or from the range's longest (6) to that plus max_position_offset (15)"
+    with pytest.raises(ConfigError, match=re.escape(refusal + " with coupled positions, got 16")):
         make_config(**LONG, rl_pad_ndigits=16)
+    both = make_config(**LONG, sft_ndigits="1-3", rl_pad_ndigits=12, sft_pad_ndigits=8).environments()
+    assert (both["sft"].pad_ndigits, both["rl"].pad_ndigits, both["sft"].max_position_offset) == (8, 12, 12)
+    assert fingerprint(make_config(**LONG, sft_pad_ndigits=8), 1) != fingerprint(make_config(**LONG), 1)
+    alone = make_config(**LONG, sft_pad_ndigits=8).environments()
+    assert (alone["sft"].pad_ndigits, alone["rl"].pad_ndigits) == (8, 0)
+    with pytest.raises(ConfigError, match=re.escape("sft_pad_ndigits must be 0, or from the range's longest (3) to "
+                                                    "that plus max_position_offset (15)")):  # 1-3 digits: offsets 12
+        make_config(**LONG, sft_ndigits="1-3", sft_pad_ndigits=16)
