@@ -30,6 +30,13 @@ answer_len are those of the current width, read by every consumer at the time of
 its own environment object (warm start, RL, and one per evaluated length, fixed at its width); they
 share the split, which depends on the pair only.
 
+Padding (`pad_ndigits`, the settings rl_pad_ndigits and sft_pad_ndigits): a step's problems, whose longer
+operand has w digits, are written at a width drawn uniformly from w to pad_ndigits (`draw_written`), their
+leading columns zero, so that layouts as long as an evaluation's are trained with short numbers. `width` is
+then the written width (what prompt_len, answer_len and the ids read) and `number_width` the numbers' own.
+A model trained at its numbers' own widths learns those layouts and not a rule for any width (a probe in
+results/study/probes/: 10-digit sums written 5 columns wider went from 0.965 right to 0.165).
+
 Operands are digit arrays (B, D) uint8, least-significant digit first (column i holds the digit of
 10^i), any D: 100-digit numbers do not fit an int64, digit arrays vectorise, and the answer, being
 written least-significant first, is the sum's digit array itself. `to_digits` and `to_int` convert
@@ -54,7 +61,8 @@ digits also read s + 1: one rule for every answer token, "=" included. (With "="
 id 0, the first answer digit had no column to read: a warm start wrote it right 40% of the time,
 teacher-forced, against 93-99% for every later digit, and that alone held 10-digit sums under 0.5.)
 
-Training draws the offset of each problem uniformly from 0 .. max_position_offset (`rng`), so the
+Training draws the offset of each problem uniformly from 0 .. max_position_offset (`rng`; padded, from
+0 .. max_position_offset + hi - W at written width W, so every layout reaches the same top id), so the
 ids of long numbers are trained by short ones; a warm start on shorter numbers than RL's draws up
 to the offset that reaches the same top id (`environments`): it trains every id RL and evaluation
 read. An evaluation (`rng=None`) draws them the same way
