@@ -31,8 +31,8 @@ its own environment object (warm start, RL, and one per evaluated length, fixed 
 share the split, which depends on the pair only.
 
 Padding (`pad_ndigits`, the settings rl_pad_ndigits and sft_pad_ndigits): a step's problems, whose longer
-operand has w digits, are written at a width drawn uniformly from w to pad_ndigits (`draw_written`), their
-leading columns zero, so that layouts as long as an evaluation's are trained with short numbers. `width` is
+operand has w digits, are written at a width drawn uniformly from w to pad_ndigits (`draw_written`; in a share
+`pad_share` of steps, the others at w), their leading columns zero, so that layouts as long as an evaluation's are trained with short numbers. `width` is
 then the written width (what prompt_len, answer_len and the ids read) and `number_width` the numbers' own.
 A model trained at its numbers' own widths learns those layouts and not a rule for any width (a probe in
 results/study/probes/: 10-digit sums written 5 columns wider went from 0.965 right to 0.165).
@@ -173,7 +173,7 @@ class LongAdditionEnvironment:
 
     def __init__(self, ndigits: tuple = (1, 10), *, positions: str = "absolute", max_position_offset: int = 0,
                  pad_ndigits: int = 0, test_fraction: float = 0.1, validation_fraction: float = 0.05,
-                 pad_name: str = "pad_ndigits"):
+                 pad_name: str = "pad_ndigits", pad_share: float = 1.0):
         lo, hi = ndigits
         if not 1 <= lo <= hi:
             raise ValueError(f"a range of lengths needs 1 <= lo <= hi, got {lo}-{hi}")
@@ -190,7 +190,9 @@ class LongAdditionEnvironment:
                              f"max_position_offset ({hi + max_position_offset}) with coupled positions, "
                              f"got {pad_ndigits} with positions={positions}")
         self.lo, self.hi, self.width = lo, hi, hi
-        self.pad_ndigits = pad_ndigits
+        if not 0.0 < pad_share <= 1.0:
+            raise ValueError(f"pad_share must be in (0, 1], got {pad_share}")
+        self.pad_ndigits, self.pad_share = pad_ndigits, pad_share
         self.positions, self.max_position_offset = positions, max_position_offset
         self.test_fraction, self.validation_fraction = test_fraction, validation_fraction
         self.op = OPERATIONS["adder"]
@@ -220,8 +222,11 @@ class LongAdditionEnvironment:
 
     def draw_written(self, width: int, rng: np.random.Generator) -> int:
         """The width a step's problems of `width` digits are written at: uniform over width .. pad_ndigits (their
-        leading columns zeros, so long layouts are trained with short numbers); width itself without padding."""
-        return int(rng.integers(width, self.pad_ndigits + 1)) if self.pad_ndigits > width else width
+        leading columns zeros, so long layouts are trained with short numbers) in a share pad_share of steps, else
+        width itself; width itself without padding (and then no draw, so the width stream is the unpadded one)."""
+        if self.pad_ndigits <= width or (self.pad_share < 1.0 and rng.random() >= self.pad_share):
+            return width
+        return int(rng.integers(width, self.pad_ndigits + 1))
 
     def draw_width(self, rng: np.random.Generator, weights: Optional[np.ndarray] = None) -> int:
         """A step's width: the longer of two lengths drawn uniformly over the range, P(w) ~ 2(w - lo) + 1;
@@ -377,7 +382,8 @@ def environments(task: dict, eval_lengths=()) -> dict:
     offset = task.get("max_position_offset", 0)
     long = lambda lengths, max_offset=offset, pad=("", 0): LongAdditionEnvironment(
         lengths, positions=task.get("positions", "absolute"), max_position_offset=max_offset, pad_ndigits=pad[1],
-        test_fraction=task["test_fraction"], validation_fraction=task["validation_fraction"], pad_name=pad[0])
+        test_fraction=task["test_fraction"], validation_fraction=task["validation_fraction"], pad_name=pad[0],
+        pad_share=task.get("pad_share", 1.0))
     rl_pad, sft_pad = (("rl_pad_ndigits", task.get("rl_pad_ndigits", 0)), ("sft_pad_ndigits",
                                                                             task.get("sft_pad_ndigits", 0)))
     rl = long(parse_range("rl_ndigits", task["rl_ndigits"]), pad=rl_pad)
@@ -397,10 +403,11 @@ def environments(task: dict, eval_lengths=()) -> dict:
 
 
 # task_args()'s keys of the task of many lengths, each only when set
-LONG_TASK_KEYS = ("rl_ndigits", "sft_ndigits", "positions", "max_position_offset", "rl_pad_ndigits", "sft_pad_ndigits")
+LONG_TASK_KEYS = ("rl_ndigits", "sft_ndigits", "positions", "max_position_offset", "rl_pad_ndigits", "sft_pad_ndigits",
+                  "pad_share")
 # nothing reads these alone
 LONG_TASK_FIELDS = ("sft_ndigits", "eval_ndigits", "positions", "max_position_offset", "rl_pad_ndigits",
-                    "sft_pad_ndigits")
+                    "sft_pad_ndigits", "pad_share")
 
 
 @dataclass
@@ -428,6 +435,9 @@ class LongTaskSettings(TaskSettings):
     sft_pad_ndigits: int = 0
     """positions=coupled: the warm start's problems padded likewise, up to this many digits (rl_pad_ndigits), so RL
     starts from a model that has read long layouts; 0 = no padding (sft_ndigits's longest .. that + its offsets)"""
+    pad_share: float = 1.0
+    """with rl_pad_ndigits or sft_pad_ndigits: the share of steps padded (each step drawn); the others write their
+    numbers at their own width, so the trained lengths keep practising their own layouts (in (0, 1])"""
 
     def task_args(self) -> dict:
         """What defines the problems, as MathEnvironment(**config.task_args()) takes it, and the task of many
@@ -469,4 +479,6 @@ class LongTaskSettings(TaskSettings):
 
     def task_unused(self, settings: dict) -> list:
         """[(settings, whether nothing reads them here, whose they are)]"""
-        return [(LONG_TASK_FIELDS, not self.rl_ndigits, "belongs to the task of many lengths (rl_ndigits)")]
+        return [(LONG_TASK_FIELDS, not self.rl_ndigits, "belongs to the task of many lengths (rl_ndigits)"),
+                (("pad_share",), not (self.rl_pad_ndigits or self.sft_pad_ndigits),
+                 "belongs to padding (rl_pad_ndigits, sft_pad_ndigits)")]

@@ -127,7 +127,8 @@ def fingerprint(config, world_size: int) -> dict:
     scarce = {k: getattr(config, k) for k in ("sft_worked_examples", "sft_patience") if getattr(config, k)}
     if config.sft_min_lr_ratio != 1.0:  # (likewise only when set)
         scarce["sft_min_lr_ratio"] = config.sft_min_lr_ratio
-    task = {k: v for k, v in config.task_args().items() if k != "rl_pad_ndigits"}  # (RL's layouts: not read here)
+    rl_only = ("rl_pad_ndigits",) + (() if config.sft_pad_ndigits else ("pad_share",))  # (RL's layouts: not read here)
+    task = {k: v for k, v in config.task_args().items() if k not in rl_only}
     return {"version": WARM_START_VERSION, "world_size": world_size, **task, **config.model_args(),
             **{k: getattr(config, k) for k in FINGERPRINT_KEYS}, **scarce}
 

@@ -375,7 +375,16 @@ def test_padded_layouts_write_short_numbers_wide_and_reach_the_same_top_id():
         share = np.bincount(seen, minlength=6)[width:] / len(seen)
         assert abs(share - 1 / (6 - width)).max() < 0.05, (width, share)
     unpadded = LongAdditionEnvironment((1, 3), positions="coupled", max_position_offset=4)
+    state = rng.bit_generator.state
     assert unpadded.draw_written(2, rng) == 2  # no padding: no draw either, so today's width stream is unchanged
+    assert rng.bit_generator.state == state
+    # pad_share: a share of steps padded, the rest at their numbers' width
+    half = LongAdditionEnvironment((1, 3), positions="coupled", max_position_offset=4, pad_ndigits=5, pad_share=0.5)
+    seen = np.array([half.draw_written(1, rng) for _ in range(4000)])
+    assert abs((seen == 1).mean() - (0.5 + 0.5 / 5)) < 0.03  # unpadded, or padded to a width of 1 by chance
+    assert set(seen.tolist()) == {1, 2, 3, 4, 5}
+    with pytest.raises(ValueError, match=re.escape("pad_share must be in (0, 1], got 0.0")):
+        LongAdditionEnvironment((1, 3), positions="coupled", max_position_offset=4, pad_ndigits=5, pad_share=0.0)
     with pytest.raises(ValueError, match="problems of 3 digits cannot be written at 6: from 3 to pad_ndigits=5"):
         env.set_width(3, 6)
     for bad in (dict(pad_ndigits=2), dict(pad_ndigits=8), dict(pad_ndigits=5, positions="absolute",
@@ -411,6 +420,12 @@ def test_each_phase_pads_its_own_problems_and_evaluations_none():
     assert fingerprint(make_config(**LONG, sft_pad_ndigits=8), 1) != fingerprint(make_config(**LONG), 1)
     alone = make_config(**LONG, sft_pad_ndigits=8).environments()
     assert (alone["sft"].pad_ndigits, alone["rl"].pad_ndigits) == (8, 0)
+    assert fingerprint(make_config(**LONG, rl_pad_ndigits=12, pad_share=0.5), 1) == fingerprint(make_config(**LONG), 1)
+    assert make_config(**LONG, rl_pad_ndigits=12, pad_share=0.5).environments()["rl"].pad_share == 0.5
+    with pytest.raises(ConfigError, match=re.escape("pad_share=0.5 has no effect here: it belongs to padding")):
+        make_config(**LONG, pad_share=0.5)
+    with pytest.raises(ConfigError, match=re.escape("pad_share must be in (0, 1], got 1.5")):
+        make_config(**LONG, rl_pad_ndigits=12, pad_share=1.5)
     with pytest.raises(ConfigError, match=re.escape("sft_pad_ndigits must be 0, or from the range's longest (3) to "
                                                     "that plus max_position_offset (15)")):  # 1-3 digits: offsets 12
         make_config(**LONG, sft_ndigits="1-3", sft_pad_ndigits=16)
