@@ -117,6 +117,25 @@ def test_a_step_writes_every_round_at_its_width_and_evaluation_keeps_its_own(tmp
     assert trainer.eval_envs[None] is not trainer.env and trainer.eval_envs[None].width == 6
 
 
+def test_a_padded_step_writes_its_short_numbers_wide_and_trains_on_them(tmp_path):
+    from helpers import make_trainer
+    trainer = make_trainer(rl_ndigits="1-3", sft_ndigits="1-3", eval_ndigits="", positions="coupled",
+                           max_position_offset=6, n_position=16, problem_sampler="uniform", rl_pad_ndigits=9,
+                           dynamic_sampling_max_rounds=1)
+    padded = 0
+    for _ in range(6):
+        before = [p.detach().clone() for p in trainer.model.parameters()]
+        first, batch, _ = trainer.sample(trainer.step)
+        env = trainer.env
+        assert first.prompts.shape[1] == 2 * env.width + 2 and first.generated.shape[1] == env.width + 2
+        top_columns = first.prompts[:, :env.width - env.number_width]  # a's leading columns: zeros
+        assert (top_columns == env.stoi["0"]).all() and int(first.pos.max()) <= 3 + 2 + 6
+        padded += env.width > env.number_width
+        trainer.train_step()
+        assert any(not torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))
+    assert padded > 0
+
+
 def test_split_hash_extends_pair_hash_and_ignores_the_width():
     rng = np.random.default_rng(4)
     x, y = rng.integers(0, 10 ** 9, 2000), rng.integers(0, 10 ** 9, 2000)
