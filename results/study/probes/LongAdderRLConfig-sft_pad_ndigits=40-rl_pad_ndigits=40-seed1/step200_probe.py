@@ -1,5 +1,5 @@
 """Teacher-forced errors of a warm start's saved progress on 10-digit validation sums written at widths 10, 20, 40.
-Usage: PYTHONPATH=. python step200_probe.py out/lengths/<run>/warm_start_progress.pt"""
+Usage: PYTHONPATH=. python step200_probe.py out/lengths/<run>/warm_start_progress.pt --sft_pad_ndigits=40 ..."""
 import sys, torch, numpy as np
 from rl.long_env import environments
 from rl.evaluate import eval_position_ids
@@ -10,7 +10,7 @@ snap = load_snapshot(sys.argv[1])
 print(snap.keys(), snap.get("step"))
 cfg = snap.get("model_args")
 from rl.rl_ddp import config_from_args
-config = config_from_args(["--config_name", "LongAdderRLConfig", "--sft_pad_ndigits=40", "--rl_pad_ndigits=40"])
+config = config_from_args(["--config_name", "LongAdderRLConfig", *sys.argv[2:]])
 model = GPT(GPTConfig(**config.model_args())); model.load_state_dict(snap["model"]); model.eval()
 envs = environments(config.task_args(), [10, 20, 40])
 sft = envs["sft"]
