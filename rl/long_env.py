@@ -32,10 +32,11 @@ share the split, which depends on the pair only.
 
 Padding (`pad_ndigits`, the settings rl_pad_ndigits and sft_pad_ndigits): a step's problems, whose longer
 operand has w digits, are written at a width drawn uniformly from w to pad_ndigits (`draw_written`; in a share
-`pad_share` of steps, the others at w), their leading columns zero, so that layouts as long as an evaluation's are trained with short numbers. `width` is
-then the written width (what prompt_len, answer_len and the ids read) and `number_width` the numbers' own.
-A model trained at its numbers' own widths learns those layouts and not a rule for any width (a probe in
-results/study/probes/: 10-digit sums written 5 columns wider went from 0.965 right to 0.165).
+`pad_share` of steps, the others at w), their leading columns zero, so that layouts as long as an
+evaluation's are trained with short numbers. `width` is then the written width (what prompt_len, answer_len
+and the ids read) and `number_width` the numbers' own. A model trained at its numbers' own widths learns
+those layouts and not a rule for any width (a probe in results/study/probes/: 10-digit sums written 5
+columns wider went from 0.965 right to 0.165).
 
 Operands are digit arrays (B, D) uint8, least-significant digit first (column i holds the digit of
 10^i), any D: 100-digit numbers do not fit an int64, digit arrays vectorise, and the answer, being
@@ -431,10 +432,12 @@ class LongTaskSettings(TaskSettings):
     rl_pad_ndigits: int = 0
     """positions=coupled: each step of RL (and of the supervised arm, rl/tools/lengths.py) writes its problems at a
     width drawn uniformly from their longer operand's length to this, leading columns zero: layouts as long as an
-    evaluation's, with numbers of rl_ndigits; 0 = no padding (rl_ndigits's longest .. that + max_position_offset)"""
+    evaluation's, with numbers of rl_ndigits; 0 = no padding, else rl_ndigits's longest .. that + max_position_offset
+    (>= 0)"""
     sft_pad_ndigits: int = 0
     """positions=coupled: the warm start's problems padded likewise, up to this many digits (rl_pad_ndigits), so RL
-    starts from a model that has read long layouts; 0 = no padding (sft_ndigits's longest .. that + its offsets)"""
+    starts from a model that has read long layouts; 0 = no padding, else sft_ndigits's longest .. that + its
+    offsets (>= 0)"""
     pad_share: float = 1.0
     """with rl_pad_ndigits or sft_pad_ndigits: the share of steps padded (each step drawn); the others write their
     numbers at their own width, so the trained lengths keep practising their own layouts (in (0, 1])"""
