@@ -202,9 +202,9 @@ class LongAdditionEnvironment:
         self.end_token, self.pad_token, self.vocab_size = self.stoi[END], self.stoi[PAD], len(self.itos)
         self.final_start, self.steps_slice = 0, slice(0, 0)
         self.widest = max(hi, pad_ndigits)  # the widest a problem is written at
-        self.set_width(hi, self.widest)
-        # the longest sequence and the position embeddings a model needs (its n_position must be at least this)
-        self.seq_len = self.prompt_len + self.answer_len
+        # the longest sequence (prompt 2W + 2, answer W + 2 at the widest W) and the position embeddings a model
+        # needs (its n_position must be at least this)
+        self.seq_len = 3 * self.widest + 4
         self.num_position_ids = self.seq_len if positions == "absolute" else hi + 3 + max_position_offset
         self.set_width(hi)
 
@@ -381,13 +381,11 @@ def environments(task: dict, eval_lengths=()) -> dict:
         env = MathEnvironment(**{k: task[k] for k in MATH_ENV_KEYS})
         return {"sft": env, "rl": env, "eval": {None: env}}
     offset = task.get("max_position_offset", 0)
-    long = lambda lengths, max_offset=offset, pad=("", 0): LongAdditionEnvironment(
-        lengths, positions=task.get("positions", "absolute"), max_position_offset=max_offset, pad_ndigits=pad[1],
-        test_fraction=task["test_fraction"], validation_fraction=task["validation_fraction"], pad_name=pad[0],
-        pad_share=task.get("pad_share", 1.0))
-    rl_pad, sft_pad = (("rl_pad_ndigits", task.get("rl_pad_ndigits", 0)), ("sft_pad_ndigits",
-                                                                            task.get("sft_pad_ndigits", 0)))
-    rl = long(parse_range("rl_ndigits", task["rl_ndigits"]), pad=rl_pad)
+    long = lambda lengths, max_offset=offset, pad_key="": LongAdditionEnvironment(  # pad_key: the phase's setting
+        lengths, positions=task.get("positions", "absolute"), max_position_offset=max_offset,
+        pad_ndigits=task.get(pad_key, 0), pad_name=pad_key or "pad_ndigits", pad_share=task.get("pad_share", 1.0),
+        test_fraction=task["test_fraction"], validation_fraction=task["validation_fraction"])
+    rl = long(parse_range("rl_ndigits", task["rl_ndigits"]), pad_key="rl_pad_ndigits")
     top = rl.hi + 2 + offset  # the largest id RL's training reads (its sum's top digit at the largest offset)
     # shorter warm-start problems get larger offsets, up to the same top id, so that every id an evaluation reads
     # is trained before RL too (at RL's offsets, 1-10 digits stop at id 117 of 127: 8-9% of the evaluation's
@@ -395,9 +393,10 @@ def environments(task: dict, eval_lengths=()) -> dict:
     if task.get("sft_ndigits"):
         lo, hi = parse_range("sft_ndigits", task["sft_ndigits"])
         coupled = task.get("positions") == "coupled"  # (absolute positions have no offsets to widen)
-        sft = long((lo, hi), max(offset, top - (hi + 2)) if coupled else offset, pad=sft_pad)
+        sft = long((lo, hi), max(offset, top - (hi + 2)) if coupled else offset, pad_key="sft_pad_ndigits")
     else:  # (each phase its own padding)
-        sft = long((rl.lo, rl.hi), pad=sft_pad) if rl_pad[1] or sft_pad[1] else rl
+        padded = task.get("rl_pad_ndigits") or task.get("sft_pad_ndigits")
+        sft = long((rl.lo, rl.hi), pad_key="sft_pad_ndigits") if padded else rl
     evals = {L: long((L, L), max(0, top - (L + 2))) for L in eval_lengths}
     # (a copy: RL sets its environment's width every step, an evaluation's stays at the range's longest)
     return {"sft": sft, "rl": rl, "eval": evals or {None: copy.copy(rl)}}
