@@ -221,6 +221,12 @@ class LongAdditionEnvironment:
         self.prompt_len, self.answer_len = 2 * written + 2, written + 2
         self.final_slice = slice(0, self.answer_len)
 
+    def unpadded(self) -> "LongAdditionEnvironment":
+        """This environment without its padding, at the range's longest width (the warm start's first phase)."""
+        return LongAdditionEnvironment((self.lo, self.hi), positions=self.positions,
+                                       max_position_offset=self.max_position_offset, test_fraction=self.test_fraction,
+                                       validation_fraction=self.validation_fraction)
+
     def draw_written(self, width: int, rng: np.random.Generator) -> int:
         """The width a step's problems of `width` digits are written at: uniform over width .. pad_ndigits (their
         leading columns zeros, so long layouts are trained with short numbers) in a share pad_share of steps, else
@@ -434,9 +440,9 @@ class LongTaskSettings(TaskSettings):
     evaluation's, with numbers of rl_ndigits; 0 = no padding, else rl_ndigits's longest .. that + max_position_offset
     (>= 0)"""
     sft_pad_ndigits: int = 0
-    """positions=coupled: the warm start's problems padded likewise, up to this many digits (rl_pad_ndigits), so RL
-    starts from a model that has read long layouts; 0 = no padding, else sft_ndigits's longest .. that + its
-    offsets (>= 0)"""
+    """positions=coupled: once the warm start is done, sft_pad_steps more supervised steps on its lengths, padded
+    likewise up to this many digits (rl_pad_ndigits), so RL starts from a model that has read long layouts (rl/
+    warm_start.py); 0 = none, else sft_ndigits's longest .. that + its offsets (>= 0)"""
     pad_share: float = 1.0
     """with rl_pad_ndigits or sft_pad_ndigits: the share of steps padded (each step drawn); the others write their
     numbers at their own width, so the trained lengths keep practising their own layouts (in (0, 1])"""

@@ -189,7 +189,8 @@ def evaluate_start(trainer: MathRLTrainer, log, t_start: float, t_built: float, 
     t0, metrics = time.time(), {}
     start = evaluate_and_report(trainer, metrics, "RL starts from ")
     now = time.time()
-    warm = 0.0 if init_info.get("warm_start_cached") else init_info.get("warm_start_seconds", 0.0)  # (a copy: none)
+    warm = init_info.get("warm_start_spent",  # (the padded phase's record says; a copy: none)
+                         0.0 if init_info.get("warm_start_cached") else init_info.get("warm_start_seconds", 0.0))
     spent = {"perf/build_seconds": t_built - t_start, "perf/warm_start_seconds": warm,
              "perf/start_eval_seconds": now - t0, "perf/run_seconds": now - t_start}
     print0(f"RL starts {now - t_start:.1f} s into the run: model {t_built - t_start:.1f} s, warm start {warm:.1f} s, "

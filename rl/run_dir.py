@@ -5,6 +5,7 @@ the tests alike).
     out_dir/rl_snapshot_{step}.pt   RL state every save_interval steps (MathRLTrainer.state_dict)
     out_dir/warm_start.pt           the supervised warm start, reused while its settings match
     out_dir/warm_start_progress.pt  a warm start in progress, continued by the same command
+    out_dir/warm_start_padded.pt    its padded phase (sft_pad_ndigits), which RL then starts from
     out_dir/metrics.jsonl           one JSON line of metrics per logged step
     out_dir/config.json             the resolved config, written when RL starts
     out_dir/summary.json            the run's result, written at its end
@@ -51,6 +52,10 @@ def snapshot_path(out_dir: str, step: int) -> str:
 
 def warm_start_path(out_dir: str) -> str:
     return os.path.join(out_dir, "warm_start.pt")
+
+
+def padded_path(out_dir: str) -> str:
+    return os.path.join(out_dir, "warm_start_padded.pt")
 
 
 def progress_path(out_dir: str) -> str:

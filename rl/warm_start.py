@@ -18,6 +18,13 @@ A long warm start saves its progress every `sft_save_interval` steps and when st
 out_dir/warm_start_progress.pt; the same command continues from there. Its problems and dropout
 are functions of the step (rl/seeding.py), so a continued warm start equals an uninterrupted one.
 
+With `sft_pad_ndigits` (the task of many lengths, rl/long_env.py) the warm start has a second phase:
+once the one above is done on unpadded layouts (cached as ever in warm_start.pt), `sft_pad_steps` more
+teacher-forced steps on the same lengths, some written wider with leading zeros, cached in
+out_dir/warm_start_padded.pt, which RL then starts from. (Padded from random weights, the warm start did
+not learn to add at all; padded after it, supervised steps on numbers of at most 10 digits carried
+40-digit sums from 0.00 to 0.46: docs/results.md.) The second phase saves its progress likewise.
+
 WarmStartSettings: the warm start's settings and their checks, one of the groups BaseRLConfig
 (configs/base.py) composes. A `config` here is the resolved BaseRLConfig, read through its fields only,
 so this file needs no import of the configs.
@@ -39,7 +46,7 @@ from rl.dist import print0
 from rl.errors import ConfigError, TrainingError
 from rl.evaluate import evaluate
 from rl.math_env import MathEnvironment
-from rl.run_dir import progress_path, warm_start_path
+from rl.run_dir import padded_path, progress_path, warm_start_path
 from rl.snapshot import check_compatible, load_snapshot, save_atomic, save_on_main
 from rl.update import lr_lambda
 
@@ -76,6 +83,9 @@ class WarmStartSettings:
     sft_patience: int = 0
     """stop the warm start once validation accuracy has not improved for this many steps: supervised training
     for as long as it helps (0: only sft_target_accuracy and sft_max_steps stop it) (>= 0)"""
+    sft_pad_steps: int = 400
+    """with sft_pad_ndigits: supervised steps on padded layouts after the warm start is done (a fresh optimizer,
+    10 warmup steps, a cosine to sft_min_lr_ratio); about 9 minutes on the 2-core CPU (> 0)"""
 
     def check_warm_start(self):
         if self.init_from not in ("sft", "scratch") and not os.path.isfile(self.init_from):
@@ -105,7 +115,9 @@ class WarmStartSettings:
                 (("dropout",), self.init_from == "scratch",
                  "applies only to the warm start, init_from=sft (RL samples and updates in eval mode)"),
                 (WARM_START_FIELDS[1:] + ("dropout",), self.sft_max_steps == 0,
-                 "needs sft_max_steps > 0 (no warm start step runs)")]
+                 "needs sft_max_steps > 0 (no warm start step runs)"),
+                (("sft_pad_steps",), not getattr(self, "sft_pad_ndigits", 0),
+                 "belongs to sft_pad_ndigits (rl/long_env.py)")]
 
 
 WARM_START_FIELDS = tuple(f.name for f in fields(WarmStartSettings) if f.name != "init_from")  # the sft_ ones
@@ -115,22 +127,36 @@ WARM_START_FIELDS = tuple(f.name for f in fields(WarmStartSettings) if f.name !=
 # gains), the validation split. 3: checks every step from half the target. 4: coupled ids of "+" and "="
 # (rl/long_env.py). 5: the warm start's position offsets of the task of many lengths reach RL's ids.
 WARM_START_VERSION = 5
+PADDED_WARMUP = 10  # the padded phase's warmup steps: the supervised arm's (rl/tools/benchmark.py)
 FINGERPRINT_KEYS = ("seed", "sft_max_steps", "sft_batch_size", "sft_learning_rate", "sft_warmup_steps",
                     "sft_target_accuracy", "sft_eval_interval", "sft_num_eval", "weight_decay", "adam_beta1",
                     "adam_beta2", "grad_clip")
 
 
+PAD_KEYS = ("sft_pad_ndigits", "pad_share", "sft_pad_steps")  # the padded phase's (and pad_share RL's too)
+
+
 def fingerprint(config, world_size: int) -> dict:
-    """Everything that determines the warm start; a cached one is reused only if it all matches.
-    The world size is part of it: each rank draws its own share of every batch. The two settings of a
-    scarce warm start and a decaying rate enter only when set, so the caches made before they existed stay valid."""
+    """Everything that determines the warm start (its first phase, unpadded); a cached one is reused only if
+    it all matches. The world size is part of it: each rank draws its own share of every batch. The two
+    settings of a scarce warm start and a decaying rate enter only when set, so the caches made before they
+    existed stay valid; padding (RL's, or the padded phase's) not at all, so one warm start serves them all."""
     scarce = {k: getattr(config, k) for k in ("sft_worked_examples", "sft_patience") if getattr(config, k)}
     if config.sft_min_lr_ratio != 1.0:  # (likewise only when set)
         scarce["sft_min_lr_ratio"] = config.sft_min_lr_ratio
-    rl_only = ("rl_pad_ndigits",) + (() if config.sft_pad_ndigits else ("pad_share",))  # (RL's layouts: not read here)
-    task = {k: v for k, v in config.task_args().items() if k not in rl_only}
+    task = {k: v for k, v in config.task_args().items() if k not in ("rl_pad_ndigits", *PAD_KEYS)}
     return {"version": WARM_START_VERSION, "world_size": world_size, **task, **config.model_args(),
             **{k: getattr(config, k) for k in FINGERPRINT_KEYS}, **scarce}
+
+
+def padded_fingerprint(config, world_size: int) -> dict:
+    """What determines the padded phase: the warm start it continues, and its own settings."""
+    return {**fingerprint(config, world_size), **{k: getattr(config, k) for k in PAD_KEYS}}
+
+
+def start_path(config) -> str:
+    """The file of the weights RL starts from with init_from=sft: the padded phase's with sft_pad_ndigits."""
+    return padded_path(config.out_dir) if getattr(config, "sft_pad_ndigits", 0) else warm_start_path(config.out_dir)
 
 
 @functools.lru_cache(maxsize=4)
@@ -175,7 +201,16 @@ def init_policy(config, env: MathEnvironment, policy, info: dist.DistInfo,
         model.load_state_dict(snap["model"])
         print0(f"Init: weights from {config.init_from}")
         return {"init_from": config.init_from}
+    padded = getattr(config, "sft_pad_ndigits", 0)
+    done = first_phase(config, env.unpadded() if padded else env, policy, info, should_stop)
+    if done is None or not padded:
+        return done
+    return padded_phase(config, env, policy, info, should_stop, done)
 
+
+def first_phase(config, env: MathEnvironment, policy, info: dist.DistInfo, should_stop) -> dict:
+    """The warm start as out_dir/warm_start.pt caches it: reused when its fingerprint matches, else trained."""
+    model = dist.unwrap(policy)
     path = warm_start_path(config.out_dir)
     if os.path.isfile(path):
         snap = load_snapshot(path)
@@ -203,21 +238,94 @@ def init_policy(config, env: MathEnvironment, policy, info: dist.DistInfo,
             "warm_start_validation": accuracy}
 
 
+def padded_phase(config, env, policy, info: dist.DistInfo, should_stop, first: dict) -> dict:
+    """The warm start's second phase (sft_pad_ndigits; the module docstring): sft_pad_steps teacher-forced steps
+    on the first phase's weights, env padding a share pad_share of them, cached in out_dir/warm_start_padded.pt.
+    Returns first's record with the two phases' steps and seconds added up, or None if should_stop() said so."""
+    c, model = config, dist.unwrap(policy)
+    path, key = padded_path(c.out_dir), padded_fingerprint(c, info.world_size)
+    added = lambda snap, cached: {  # the run's own clock counts only what this invocation trained
+        **first, "warm_start_cached": first["warm_start_cached"] and cached,
+        "warm_start_steps": first["warm_start_steps"] + snap["steps"],
+        "warm_start_seconds": first["warm_start_seconds"] + snap["seconds"], "warm_start_validation": snap["accuracy"],
+        "warm_start_padded_steps": snap["steps"], "warm_start_padded_cached": cached,
+        "warm_start_spent": (0.0 if first["warm_start_cached"] else first["warm_start_seconds"])
+                            + (0.0 if cached else snap["seconds"])}
+    if os.path.isfile(path):
+        snap = load_snapshot(path)
+        if snap.get("fingerprint") == key:
+            model.load_state_dict(snap["model"])
+            print0(f"Warm start: reusing {path} (padded, {snap['steps']} supervised steps, {snap['seconds']:.0f}s "
+                   f"when made, validation accuracy {snap['accuracy']:.3f})")
+            return added(snap, True)
+        print0(f"Warm start: {path} was made with other settings; training a new one")
+    optimizer = model.configure_optimizer(lr=c.sft_learning_rate, weight_decay=c.weight_decay,
+                                          betas=(c.adam_beta1, c.adam_beta2))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_lambda(
+        s, PADDED_WARMUP, c.sft_pad_steps, c.sft_min_lr_ratio))
+    state = restore_progress(c, model, optimizer, scheduler, info.world_size, key=key)
+    t0 = time.time() - state["seconds"]
+    save = lambda: save_progress(c, model, optimizer, scheduler, {**state, "seconds": time.time() - t0}, info, key=key)
+    print0(f"Warm start: {c.sft_pad_steps} supervised steps more, a share {c.pad_share} of them written at widths up "
+           f"to {c.sft_pad_ndigits} digits (sft_pad_ndigits)")
+    bar = tqdm(total=c.sft_pad_steps, initial=state["step"], desc="warm start, padded", disable=not info.show_progress,
+               dynamic_ncols=True)
+    model.train()
+    while state["step"] < c.sft_pad_steps:
+        # its steps' problems are those of the steps after the first phase's last: none repeats one of its draws
+        loss = supervised_step(policy, env, optimizer, c, info, first["warm_start_steps"] + state["step"])
+        scheduler.step()
+        state["step"] += 1
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+        if not info.show_progress and state["step"] % (25 * c.sft_eval_interval) == 0:  # a log file's progress
+            print0(f"Warm start, padded: step {state['step']}/{c.sft_pad_steps} | Loss: {loss.item():.3f}")
+        if state["step"] % c.sft_save_interval == 0 and state["step"] < c.sft_pad_steps:
+            save()
+        if state["step"] < c.sft_pad_steps and should_stop():
+            bar.close()
+            save()
+            return None
+    bar.close()
+    optimizer.zero_grad(set_to_none=True)
+    return added(save_padded(c, model, env, info, key, steps=state["step"], seconds=time.time() - t0), False)
+
+
+def save_padded(c, model, env, info: dist.DistInfo, key: dict, *, steps: int, seconds: float) -> dict:
+    """The padded phase done: its validation check (as the first phase's), and its file, which then replaces
+    its progress; returns its steps, seconds and accuracy."""
+    val_env = env.unpadded()  # checked as the first phase checks: at the range's longest width, unpadded
+    val_a, val_b = val_env.eval_operands(c.sft_num_eval, "validation")
+    snap = {"steps": steps, "seconds": seconds, "accuracy": evaluate(
+        model, val_env, val_a, val_b, info, batch_size=c.eval_batch_size, num_mistakes=0, split="validation").accuracy}
+    print0(f"Warm start: padded, validation accuracy {snap['accuracy']:.3f} after {steps} more steps ({seconds:.0f}s)")
+    path = padded_path(c.out_dir)
+
+    def write():
+        save_atomic({"kind": "warm_start", "model": model.state_dict(), "model_args": c.model_args(),
+                     "task": c.task_args(), "fingerprint": key, **snap}, path)
+        if os.path.exists(progress_path(c.out_dir)):
+            os.remove(progress_path(c.out_dir))
+    save_on_main(write, path, "its last saved progress, if any, is intact", info)
+    return snap
+
+
 def check_cache(config):
-    """Refuse, before start, a cached warm start (out_dir/warm_start.pt) that cannot be read: one line
-    saying so and how to get a new one, rather than a traceback mid-run."""
-    path = warm_start_path(config.out_dir)
-    if config.init_from == "sft" and os.path.exists(path):
-        try:
-            load_snapshot(path)
-        except ConfigError as e:
-            raise ConfigError(f"cached warm start: {e}; delete it to train a new one") from None
+    """Refuse, before start, a cached warm start (out_dir/warm_start.pt, or its padded phase) that cannot be read:
+    one line saying so and how to get a new one, rather than a traceback mid-run."""
+    for path in (warm_start_path(config.out_dir), start_path(config)):  # (its padded phase's too)
+        if config.init_from == "sft" and os.path.exists(path):
+            try:
+                load_snapshot(path)
+            except ConfigError as e:
+                raise ConfigError(f"cached warm start: {e}; delete it to train a new one") from None
 
 
 
-def restore_progress(config, model, optimizer, scheduler, world_size: int) -> dict:
-    """Load the saved progress of this very warm start (same fingerprint), if any, into the model,
-    optimizer and scheduler; returns its step, last validation accuracy and seconds (zeros if none)."""
+def restore_progress(config, model, optimizer, scheduler, world_size: int, *, key=None) -> dict:
+    """Load the saved progress of this very warm start (same fingerprint, or `key`: the padded phase's), if any,
+    into the model, optimizer and scheduler; returns its step, last validation accuracy and seconds (zeros if
+    none)."""
     path = progress_path(config.out_dir)
     fresh = {"step": 0, "accuracy": 0.0, "seconds": 0.0, "best": 0.0, "best_step": 0, "best_model": None}
     if not os.path.isfile(path):
@@ -227,7 +335,7 @@ def restore_progress(config, model, optimizer, scheduler, world_size: int) -> di
     except ConfigError as e:
         print0(f"Warm start: ignoring {path}: {e}")
         return fresh
-    if progress.get("fingerprint") != fingerprint(config, world_size):
+    if progress.get("fingerprint") != (key or fingerprint(config, world_size)):
         print0(f"Warm start: {path} was made with other settings; starting the warm start afresh")
         return fresh
     model.load_state_dict(progress["model"])
@@ -237,7 +345,7 @@ def restore_progress(config, model, optimizer, scheduler, world_size: int) -> di
     return {k: progress.get(k, v) for k, v in fresh.items()}  # files from before patience lack best
 
 
-def save_progress(config, model, optimizer, scheduler, state: dict, info: dist.DistInfo):
+def save_progress(config, model, optimizer, scheduler, state: dict, info: dist.DistInfo, *, key=None):
     path = progress_path(config.out_dir)
     if not all(torch.isfinite(p).all() for p in model.parameters()):  # the same weights on every rank
         raise TrainingError(f"the warm start's weights are not finite at step {state['step']}, so they are not saved "
@@ -245,7 +353,7 @@ def save_progress(config, model, optimizer, scheduler, state: dict, info: dist.D
     save_on_main(lambda: save_atomic({"kind": "warm_start_progress", "model": model.state_dict(),
                                       "model_args": config.model_args(), "optimizer": optimizer.state_dict(),
                                       "scheduler": scheduler.state_dict(),
-                                      "fingerprint": fingerprint(config, info.world_size), **state}, path),
+                                      "fingerprint": key or fingerprint(config, info.world_size), **state}, path),
                  path, "the previous progress is intact", info)
 
 

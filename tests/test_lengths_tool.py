@@ -51,15 +51,19 @@ def test_the_supervised_arm_trains_for_its_seconds_on_the_range_it_is_given():
     assert set(ARMS) == {"none", "sft", "rl"}
 
 
-def test_a_rerun_seed_keeps_only_its_cached_warm_start(tmp_path):
+def test_a_rerun_seed_keeps_only_its_cached_warm_start_and_its_padded_phase(tmp_path):
     from rl.tools.lengths import fresh_folder_but_the_warm_start
     out = tmp_path / "LongAdderRLConfig-seed0"
     out.mkdir()
     (out / "warm_start.pt").write_bytes(b"the warm start")
+    (out / "warm_start_padded.pt").write_bytes(b"its padded phase")
+    (out / "warm_start_progress.pt").write_bytes(b"a phase in progress")
     (out / "rl_snapshot_100.pt").write_bytes(b"an older run's snapshot")
     (out / "metrics.jsonl").write_text("{}\n")
     fresh_folder_but_the_warm_start(str(out))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["LongAdderRLConfig-seed0"]
-    assert [p.name for p in out.iterdir()] == ["warm_start.pt"] and (out / "warm_start.pt").read_bytes() == b"the warm start"
+    assert sorted(p.name for p in out.iterdir()) == ["warm_start.pt", "warm_start_padded.pt"]
+    assert (out / "warm_start.pt").read_bytes() == b"the warm start"
+    assert (out / "warm_start_padded.pt").read_bytes() == b"its padded phase"
     fresh_folder_but_the_warm_start(str(out / "none-yet"))  # a seed never run: an empty folder
     assert list((out / "none-yet").iterdir()) == []

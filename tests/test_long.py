@@ -136,6 +136,83 @@ def test_a_padded_step_writes_its_short_numbers_wide_and_trains_on_them(tmp_path
     assert padded > 0
 
 
+PADDED_PHASE = dict(rl_ndigits="1-3", sft_ndigits="1-3", eval_ndigits="", positions="coupled", max_position_offset=6,
+                    n_position=16, problem_sampler="uniform", init_from="sft", sft_max_steps=4, sft_batch_size=16,
+                    sft_eval_interval=4, sft_num_eval=10, sft_target_accuracy=1.0, sft_save_interval=3,
+                    sft_pad_ndigits=9, sft_pad_steps=5)
+
+
+def padded_phase_run(out_dir, monkeypatch, stop_after=None, **change):
+    """init_policy of a tiny warm start with its padded phase; returns (its record, [(step, number width, written
+    width)] of each supervised step taken)."""
+    from helpers import make_trainer
+    from rl import warm_start
+    from rl.dist import DistInfo
+    steps, real_step, real_tf = [], warm_start.supervised_step, warm_start.teacher_forced_step
+    monkeypatch.setattr(warm_start, "supervised_step", lambda *a: steps.append([a[-1]]) or real_step(*a))
+    monkeypatch.setattr(warm_start, "teacher_forced_step", lambda policy, env, *a, **kw: steps[-1].extend(
+        [env.number_width, env.width]) or real_tf(policy, env, *a, **kw))
+    trainer = make_trainer(out_dir=str(out_dir), **{**PADDED_PHASE, **change})
+    record = warm_start.init_policy(trainer.config, trainer.sft_env, trainer.model, DistInfo(),
+                                    lambda: stop_after is not None and len(steps) == stop_after)
+    return record, steps, trainer.model
+
+
+def test_the_padded_phase_continues_the_unpadded_warm_start_and_is_cached_apart(tmp_path, monkeypatch):
+    """sft_pad_ndigits: the warm start trains unpadded (the very warm_start.pt a run without padding makes), then
+    sft_pad_steps steps more, some written wider, on the steps' streams after its own, into warm_start_padded.pt,
+    which RL starts from. A second run reuses both; another sft_pad_steps reuses the first and retrains the second."""
+    from rl.warm_start import fingerprint, padded_fingerprint
+    record, steps, model = padded_phase_run(tmp_path / "padded", monkeypatch)
+    assert [s[0] for s in steps] == list(range(9))
+    assert all(written == width for _, width, written in steps[:4])  # the first phase: never padded
+    assert any(written > width for _, width, written in steps[4:])  # the second: padded up to 9 columns
+    assert all(width <= written <= 9 for _, width, written in steps[4:])
+    assert (record["warm_start_steps"], record["warm_start_padded_steps"], record["warm_start_cached"]) == (9, 5, False)
+    first, padded = load_file(tmp_path / "padded" / "warm_start.pt"), load_file(tmp_path / "padded" / "warm_start_padded.pt")
+    plain, _, _ = padded_phase_run(tmp_path / "plain", monkeypatch, sft_pad_ndigits=0, sft_pad_steps=400)
+    assert_equal_weights(first["model"], load_file(tmp_path / "plain" / "warm_start.pt")["model"])
+    assert plain["warm_start_steps"] == 4 and not (tmp_path / "plain" / "warm_start_padded.pt").exists()
+    assert_equal_weights(padded["model"], model.state_dict())  # RL starts from the padded phase
+    assert not all(torch.equal(v, first["model"][k]) for k, v in padded["model"].items())
+    again, steps, model = padded_phase_run(tmp_path / "padded", monkeypatch)
+    assert steps == [] and again["warm_start_cached"] and again["warm_start_spent"] == 0.0
+    assert_equal_weights(padded["model"], model.state_dict())
+    other, steps, model = padded_phase_run(tmp_path / "padded", monkeypatch, sft_pad_steps=2)
+    assert [s[0] for s in steps] == [4, 5] and other["warm_start_steps"] == 6 and not other["warm_start_cached"]
+    assert other["warm_start_spent"] == pytest.approx(load_file(tmp_path / "padded" / "warm_start_padded.pt")["seconds"])
+    assert_equal_weights(first["model"], load_file(tmp_path / "padded" / "warm_start.pt")["model"])  # (not retrained)
+    config = make_config_of(PADDED_PHASE)
+    assert first["fingerprint"] == fingerprint(config, 1) and padded["fingerprint"] == padded_fingerprint(config, 1)
+
+
+def test_a_stopped_padded_phase_continues_to_the_same_weights(tmp_path, monkeypatch):
+    straight, _, _ = padded_phase_run(tmp_path / "straight", monkeypatch)
+    assert padded_phase_run(tmp_path / "stopped", monkeypatch, stop_after=6)[0] is None  # 2 padded steps done
+    assert load_file(tmp_path / "stopped" / "warm_start_progress.pt")["step"] == 2
+    continued, steps, _ = padded_phase_run(tmp_path / "stopped", monkeypatch)
+    assert [s[0] for s in steps] == [6, 7, 8] and continued["warm_start_steps"] == straight["warm_start_steps"] == 9
+    assert not (tmp_path / "stopped" / "warm_start_progress.pt").exists()
+    assert_equal_weights(load_file(tmp_path / "straight" / "warm_start_padded.pt")["model"],
+                         load_file(tmp_path / "stopped" / "warm_start_padded.pt")["model"])
+
+
+def load_file(path):
+    from rl.snapshot import load_snapshot
+    return load_snapshot(str(path))
+
+
+def make_config_of(settings: dict):
+    from helpers import make_config
+    return make_config(**settings)
+
+
+def assert_equal_weights(a: dict, b: dict):
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
 def test_split_hash_extends_pair_hash_and_ignores_the_width():
     rng = np.random.default_rng(4)
     x, y = rng.integers(0, 10 ** 9, 2000), rng.integers(0, 10 ** 9, 2000)
@@ -416,9 +493,9 @@ def test_padded_layouts_write_short_numbers_wide_and_reach_the_same_top_id():
 def test_each_phase_pads_its_own_problems_and_evaluations_none():
     """rl_pad_ndigits pads RL's environment; the warm start's and the evaluations' are not padded, and the warm
     start's fingerprint leaves the setting out, so a cached warm start made without it is reused. sft_pad_ndigits
-    pads the warm start's, and is part of its fingerprint."""
+    pads the warm start's (its padded phase: rl/warm_start.py), and is part of that phase's fingerprint only."""
     from helpers import make_config
-    from rl.warm_start import fingerprint
+    from rl.warm_start import fingerprint, padded_fingerprint
     from rl import seeding
     config = make_config(**LONG, eval_ndigits="2,6", rl_pad_ndigits=12)
     envs = config.environments()
@@ -436,7 +513,10 @@ def test_each_phase_pads_its_own_problems_and_evaluations_none():
         make_config(**LONG, rl_pad_ndigits=16)
     both = make_config(**LONG, sft_ndigits="1-3", rl_pad_ndigits=12, sft_pad_ndigits=8).environments()
     assert (both["sft"].pad_ndigits, both["rl"].pad_ndigits, both["sft"].max_position_offset) == (8, 12, 12)
-    assert fingerprint(make_config(**LONG, sft_pad_ndigits=8), 1) != fingerprint(make_config(**LONG), 1)
+    assert fingerprint(make_config(**LONG, sft_pad_ndigits=8), 1) == fingerprint(make_config(**LONG), 1)
+    padded = padded_fingerprint(make_config(**LONG, sft_pad_ndigits=8, init_from="sft"), 1)
+    for change in (dict(sft_pad_ndigits=7), dict(sft_pad_steps=9), dict(pad_share=0.5)):
+        assert padded_fingerprint(make_config(**{**LONG, "sft_pad_ndigits": 8, "init_from": "sft", **change}), 1) != padded
     alone = make_config(**LONG, sft_pad_ndigits=8).environments()
     assert (alone["sft"].pad_ndigits, alone["rl"].pad_ndigits) == (8, 0)
     assert fingerprint(make_config(**LONG, rl_pad_ndigits=12, pad_share=0.5), 1) == fingerprint(make_config(**LONG), 1)

@@ -41,7 +41,7 @@ from rl.snapshot import load_snapshot
 from rl.tools import launch, results
 from rl.tools.benchmark import supervised_for_seconds
 from rl.tools.report import markdown_table, median_range
-from rl.warm_start import teacher_forced_step
+from rl.warm_start import start_path, teacher_forced_step
 
 ARMS = ("none", "sft", "rl")
 ARM_NAMES = {"none": "warm start only", "sft": "+ supervised", "rl": "+ RL"}
@@ -78,16 +78,20 @@ def evaluate_arm(model, envs: dict, num: int, ks: list, temperature: float) -> d
 
 
 def fresh_folder_but_the_warm_start(out: str):
-    """Empty out (a run's folder) but for its cached warm start, which the run reuses only when every setting
-    that determines it matches (rl/warm_start.py) and retrains otherwise; the run's summary then says
-    warm_start_cached, with the seconds it took when made. A seed rerun with other RL settings skips its minutes."""
-    warm, kept = run_dir.warm_start_path(out), out.rstrip(os.sep) + ".warm_start.pt"  # (beside the folder)
-    if os.path.isfile(warm):
-        os.replace(warm, kept)
+    """Empty out (a run's folder) but for its cached warm start (and its padded phase), which the run reuses only
+    when every setting that determines it matches (rl/warm_start.py) and retrains otherwise; the run's summary
+    then says warm_start_cached, with the seconds it took when made. A seed rerun with other RL settings skips
+    its minutes."""
+    cached = [(path, out.rstrip(os.sep) + "." + os.path.basename(path))  # (kept beside the folder)
+              for path in (run_dir.warm_start_path(out), run_dir.padded_path(out))]
+    for path, kept in cached:
+        if os.path.isfile(path):
+            os.replace(path, kept)
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
-    if os.path.isfile(kept):
-        os.replace(kept, warm)
+    for path, kept in cached:
+        if os.path.isfile(kept):
+            os.replace(kept, path)
 
 
 def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: int, ks: list) -> dict:
@@ -106,7 +110,7 @@ def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: i
     config = config_from_args(args)
     envs = environments(config.task_args(), lengths)
     model = GPT(GPTConfig(**config.model_args()))
-    warm = load_snapshot(run_dir.warm_start_path(out))["model"]
+    warm = load_snapshot(start_path(config))["model"]  # (the padded phase's, with sft_pad_ndigits)
     last = load_snapshot(run_dir.snapshot_steps(out)[-1][1])["model"]  # (step, path) of the last
     arms, extra = {}, {}
     for arm in ARMS:
@@ -140,10 +144,13 @@ def saved(config: str = "LongAdderRLConfig", overrides: list = (), seeds=None) -
 def provenance(recs: list) -> str:
     """One line: the command, the machine, and each seed's seconds."""
     r = recs[0]
-    seconds = ", ".join(f"seed {x['key']['seed']}: warm start {x['summary']['warm_start_seconds']:.0f} s, "
+    padded = lambda x: (f" ({x['summary']['warm_start_steps']} steps, {x['summary']['warm_start_padded_steps']} of "
+                        f"them padded)" if "warm_start_padded_steps" in x["summary"] else "")
+    seconds = ", ".join(f"seed {x['key']['seed']}: warm start {x['summary']['warm_start_seconds']:.0f} s{padded(x)}, "
                         f"RL {x['rl_train_seconds']:.0f} s ({x['summary']['rl_steps_run']} steps), supervised "
                         f"{x['sft_seconds']:.0f} s ({x['sft_steps']} steps)" for x in recs)
-    return (f"`python -m rl.tools.lengths --seeds {' '.join(str(x['key']['seed']) for x in recs)}` on {r['cpu']} "
+    overrides = " --set " + " ".join(r["key"]["overrides"]) if r["key"]["overrides"] else ""
+    return (f"`python -m rl.tools.lengths --seeds {' '.join(str(x['key']['seed']) for x in recs)}{overrides}` on {r['cpu']} "
             f"({r['cores']} cores, {r['threads']} threads, torch {r['torch']}); {r['num_problems']} test problems a "
             f"length, greedy; {seconds}.")
 

@@ -109,13 +109,17 @@ def formats_table(ndigit: int) -> str:
     return formats.table(records) if records else f"(no results yet: `python -m rl.tools.formats --ndigit {ndigit}`)"
 
 
-def lengths_table(part: str) -> str:
-    """Past the training lengths: the three arms of LongAdderRLConfig (rl/tools/lengths.py), as it ships:
-    greedy accuracy by length ("greedy"), or the exact pass@k ("pass")."""
+PADDED = ["sft_pad_ndigits=40", "rl_pad_ndigits=40", "pad_share=0.5"]  # the padded layouts' runs (docs/results.md)
+
+
+def lengths_table(part: str, overrides=()) -> str:
+    """Past the training lengths: the three arms of LongAdderRLConfig (rl/tools/lengths.py), as it ships or with
+    overrides: greedy accuracy by length ("greedy"), or the exact pass@k ("pass")."""
     from rl.tools import lengths
-    recs = lengths.saved()
+    recs = lengths.saved(overrides=overrides)
     if not recs:
-        return "(no results yet: `python -m rl.tools.lengths --seeds 0 1 2`)"
+        return f"(no results yet: `python -m rl.tools.lengths --seeds 0 1 2{' --set ' if overrides else ''}" \
+               f"{' '.join(overrides)}`)"
     if part == "pass":
         return lengths.pass_table(recs)
     return lengths.greedy_table(recs) + "\n\n" + lengths.provenance(recs)
@@ -233,6 +237,8 @@ def what_rl_adds_pass() -> str:
 BLOCKS = {"what-rl-adds-pass": what_rl_adds_pass, "gpu-presets": gpu_presets, "gpu-candidates": gpu_candidates, "gpu-speed": gpu_speed, "headline": headline, "problem-selection": problem_selection, "presets-study": presets_study, "what-rl-adds": what_rl_adds, "speed": speed,
           "scarce-study": scarce_study,
           "lengths": lambda: lengths_table("greedy"), "lengths-pass": lambda: lengths_table("pass"),
+          "lengths-padded": lambda: lengths_table("greedy", PADDED),
+          "lengths-padded-pass": lambda: lengths_table("pass", PADDED),
           "formats-2digit": lambda: formats_table(2), "formats-3digit": lambda: formats_table(3),
           "multiplier3": lambda: end_to_end("Multiplier3RLConfig"),
           **{f"compare-{c}": (lambda c=c: compare_table(c)) for c in TASKS}}
