@@ -517,6 +517,9 @@ def test_each_phase_pads_its_own_problems_and_evaluations_none():
     padded = padded_fingerprint(make_config(**LONG, sft_pad_ndigits=8, init_from="sft"), 1)
     for change in (dict(sft_pad_ndigits=7), dict(sft_pad_steps=9), dict(pad_share=0.5)):
         assert padded_fingerprint(make_config(**{**LONG, "sft_pad_ndigits": 8, "init_from": "sft", **change}), 1) != padded
+    with pytest.raises(ConfigError, match=re.escape("sft_pad_steps=9 has no effect here: it belongs to sft_pad_ndigits "
+                                                    "(rl/long_env.py); set that, or leave sft_pad_steps unset")):
+        make_config(**LONG, init_from="sft", sft_pad_steps=9)
     alone = make_config(**LONG, sft_pad_ndigits=8).environments()
     assert (alone["sft"].pad_ndigits, alone["rl"].pad_ndigits) == (8, 0)
     assert fingerprint(make_config(**LONG, rl_pad_ndigits=12, pad_share=0.5), 1) == fingerprint(make_config(**LONG), 1)

@@ -169,7 +169,9 @@ WARM_OPTIONS = {"sft_max_steps": 4, "sft_batch_size": 8, "sft_learning_rate": 3e
                 "sft_worked_examples": 64, "sft_min_lr_ratio": 0.1, "dropout": 0.1}
 # settings of the warm start that by design leave its weights alone (still refused without one)
 WARM_RUN_SETTINGS = {"sft_save_interval": "when progress is saved; a continued warm start equals an uninterrupted "
-                                          "one (tests/test_warm_start.py)"}
+                                          "one (tests/test_warm_start.py)",
+                     "sft_pad_steps": "the padded phase's length, refused without sft_pad_ndigits; with it, another "
+                                      "length retrains that phase (tests/test_long.py)"}
 
 
 def test_every_warm_start_setting_changes_its_weights_or_is_refused(tmp_path, monkeypatch):
