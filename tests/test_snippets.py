@@ -24,6 +24,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -116,11 +117,16 @@ def environment(pythonpath: Path) -> dict:
 
 def run_checked(argv: list, cwd: Path, pythonpath: Path, where: str, what: str):
     """argv to its end, exit 0, or AssertionError naming `where` and `what` ran, with the end of its console."""
-    try:
-        proc = subprocess.run(argv, cwd=cwd, env=environment(pythonpath), capture_output=True, text=True,
-                              timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        raise AssertionError(f"{where}: {what} still running after {TIMEOUT}s") from None
+    # its own process group, killed whole on a timeout: a tool's launched run (a grandchild) would outlive bash
+    with subprocess.Popen(argv, cwd=cwd, env=environment(pythonpath), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise AssertionError(f"{where}: {what} still running after {TIMEOUT}s") from None
+    proc = subprocess.CompletedProcess(argv, proc.returncode, out, err)
     if proc.returncode != 0:
         raise AssertionError(f"{where}: {what} exited {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
     return proc
@@ -378,3 +384,21 @@ def test_a_block_broken_on_purpose_fails(file, good, bad, tmp_path, request, mon
         check_block(block, tmp_path, request, monkeypatch)
     named = re.match(rf"{re.escape(file)}:(\d+)", str(failure.value))  # the case names the block, or a line of it
     assert named and block.line <= int(named.group(1)) <= block.line + block.code.count("\n"), str(failure.value)
+
+
+def test_a_command_past_its_time_is_killed_with_what_it_launched(tmp_path, monkeypatch):
+    """A tool that launches a run (rl/tools/launch.py) leaves a grandchild behind bash: on a timeout the whole
+    process group goes, so no run of a shown command outlives the suite."""
+    import time
+    monkeypatch.setattr(sys.modules[__name__], "TIMEOUT", 1)
+    pidfile = tmp_path / "grandchild.pid"
+    with pytest.raises(AssertionError, match=re.escape("here: the command still running after 1s")):
+        run_checked(["bash", "-c", f"sleep 1000 & echo $! > {pidfile}; wait"], tmp_path, tmp_path, "here", "the command")
+    grandchild = int(pidfile.read_text())
+    for _ in range(50):  # reaped by init once killed
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the launched process {grandchild} outlived the timeout")
