@@ -259,13 +259,7 @@ def padded_phase(config, env, policy, info: dist.DistInfo, should_stop, first: d
                    f"when made, validation accuracy {snap['accuracy']:.3f})")
             return added(snap, True)
         print0(f"Warm start: {path} was made with other settings; training a new one")
-    optimizer = model.configure_optimizer(lr=c.sft_learning_rate, weight_decay=c.weight_decay,
-                                          betas=(c.adam_beta1, c.adam_beta2))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_lambda(
-        s, PADDED_WARMUP, c.sft_pad_steps, c.sft_min_lr_ratio))
-    state = restore_progress(c, model, optimizer, scheduler, info.world_size, key=key)
-    t0 = time.time() - state["seconds"]
-    save = lambda: save_progress(c, model, optimizer, scheduler, {**state, "seconds": time.time() - t0}, info, key=key)
+    optimizer, scheduler, state, t0, save = start_phase(c, model, info, PADDED_WARMUP, c.sft_pad_steps, key=key)
     print0(f"Warm start: {c.sft_pad_steps} supervised steps more, a share {c.pad_share} of them written at widths up "
            f"to {c.sft_pad_ndigits} digits (sft_pad_ndigits)")
     bar = tqdm(total=c.sft_pad_steps, initial=state["step"], desc="warm start, padded", disable=not info.show_progress,
@@ -380,11 +374,23 @@ def supervised_step(policy, env: MathEnvironment, optimizer, config, info: dist.
     return teacher_forced_step(policy, env, optimizer, a, b, info.device, grad_clip=config.grad_clip, rng=positions)
 
 
-def warm_start_schedule(optimizer, c) -> torch.optim.lr_scheduler.LambdaLR:
-    """Linear warmup over sft_warmup_steps, then constant, or a cosine to sft_min_lr_ratio of the peak at
-    sft_max_steps: RL's schedule (rl/update.py), which at a ratio of 1 is exactly min(1, (s + 1) / warmup)."""
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_lambda(
-        s, max(c.sft_warmup_steps, 1), c.sft_max_steps, c.sft_min_lr_ratio))
+def warm_start_schedule(optimizer, c, warmup: int, total: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warmup over `warmup` steps, then constant, or a cosine to sft_min_lr_ratio of the peak at `total`:
+    RL's schedule (rl/update.py), which at a ratio of 1 is exactly min(1, (s + 1) / warmup)."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_lambda(s, warmup, total, c.sft_min_lr_ratio))
+
+
+def start_phase(c, model, info: dist.DistInfo, warmup: int, total: int, *, key=None):
+    """A warm-start phase's AdamW at sft_learning_rate and its schedule (warm_start_schedule), with the phase's
+    saved progress restored into them (`key`: the padded phase's fingerprint, as restore_progress); returns
+    (optimizer, scheduler, state, t0, save), t0 counting the restored seconds and save() saving the progress."""
+    optimizer = model.configure_optimizer(lr=c.sft_learning_rate, weight_decay=c.weight_decay,
+                                          betas=(c.adam_beta1, c.adam_beta2))
+    scheduler = warm_start_schedule(optimizer, c, warmup, total)
+    state = restore_progress(c, model, optimizer, scheduler, info.world_size, key=key)
+    t0 = time.time() - state["seconds"]
+    save = lambda: save_progress(c, model, optimizer, scheduler, {**state, "seconds": time.time() - t0}, info, key=key)
+    return optimizer, scheduler, state, t0, save
 
 
 def train_warm_start(config, env: MathEnvironment, policy, info: dist.DistInfo,
@@ -393,15 +399,10 @@ def train_warm_start(config, env: MathEnvironment, policy, info: dist.DistInfo,
     Returns (steps taken, last validation accuracy, seconds), or None if should_stop() said so (the
     progress is saved then, and continued by the next call with the same settings)."""
     c, model = config, dist.unwrap(policy)
-    optimizer = model.configure_optimizer(lr=c.sft_learning_rate, weight_decay=c.weight_decay,
-                                          betas=(c.adam_beta1, c.adam_beta2))
-    scheduler = warm_start_schedule(optimizer, c)
+    optimizer, scheduler, state, t0, save = start_phase(c, model, info, max(c.sft_warmup_steps, 1), c.sft_max_steps)
     # checked at one width, the range's longest, whatever width the training steps set (rl/long_env.py)
     val_env = copy.copy(env)
     val_a, val_b = val_env.eval_operands(c.sft_num_eval, "validation")
-    state = restore_progress(c, model, optimizer, scheduler, info.world_size)
-    t0 = time.time() - state["seconds"]
-    save = lambda: save_progress(c, model, optimizer, scheduler, {**state, "seconds": time.time() - t0}, info)
     pool = f"{c.sft_worked_examples} worked examples of the" if c.sft_worked_examples else "the"
     until = f"it has not improved for {c.sft_patience} steps or " if c.sft_patience else ""
     print0(f"Warm start: supervised training on {pool} train split until {until}validation accuracy >= "

@@ -7,6 +7,7 @@ Run: python -m pytest tests/test_readme.py"""
 import argparse
 import builtins
 import json
+import sys
 
 import pytest
 
@@ -105,6 +106,27 @@ def test_the_benchmark_reads_a_saved_run_back_and_adds_only_a_missing_baseline(t
                        "command": saved["command"] + " --what_rl_adds"}
         assert json.loads(open(path).read()) == row
     assert calls == [("X", 0, ["k=1"])]
+
+
+def test_the_benchmark_refuses_before_any_run_what_would_fail_after_it(monkeypatch):
+    """An unknown config, and --what_rl_adds on the task of many lengths (whose supervised arm cannot train on one
+    MathEnvironment), are one line (SystemExit prints it, exit status 1) before any run; --table runs nothing."""
+    monkeypatch.setattr(benchmark, "measure", lambda args: pytest.fail("went on to run"))
+
+    def refusal(*argv):
+        monkeypatch.setattr(sys, "argv", ["benchmark.py", *argv])
+        with pytest.raises(SystemExit) as e:
+            benchmark.main()
+        return e.value.code
+    assert refusal("--configs", "LongAdderRLConfig", "--what_rl_adds") == (
+        "error: --what_rl_adds does not take LongAdderRLConfig, a task of many lengths (rl_ndigits='1-20'); "
+        "python -m rl.tools.lengths --config LongAdderRLConfig compares RL with supervised training there, per length")
+    assert refusal("--configs", "AdderRLConfig", "AdderRLConfg").startswith(
+        "error: unknown config 'AdderRLConfg'; did you mean 'AdderRLConfig'? known configs: ")
+    monkeypatch.setattr(benchmark, "measure", lambda args: ["ran"])  # the long task without --what_rl_adds: runs
+    monkeypatch.setattr(benchmark, "tables", lambda rows: f"{rows}")
+    monkeypatch.setattr(sys, "argv", ["benchmark.py", "--configs", "LongAdderRLConfig"])
+    benchmark.main()
 
 
 def test_the_scarce_study_table_reads_validation_at_fixed_steps_and_the_trained_share(monkeypatch):

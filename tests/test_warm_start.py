@@ -212,7 +212,7 @@ def test_the_warm_starts_rate_is_constant_or_a_cosine_to_its_min_ratio():
     def rates(**overrides):
         c = make_config(init_from="sft", sft_learning_rate=1e-3, sft_warmup_steps=2, sft_max_steps=10, **overrides)
         optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=c.sft_learning_rate)
-        scheduler, out = warm_start.warm_start_schedule(optimizer, c), []
+        scheduler, out = warm_start.warm_start_schedule(optimizer, c, 2, c.sft_max_steps), []
         for _ in range(11):
             out.append(optimizer.param_groups[0]["lr"])
             optimizer.step()

@@ -33,7 +33,8 @@ baseline: teacher forcing on the warm start's training problems, its worked-exam
 included, the warm start's batch and learning rate, a fresh AdamW with 10 warmup steps and a cosine
 decay to a tenth), then evaluated on the same test and validation sets; added to the run's file. If
 the run's folder is gone, its warm start is trained again first and must match the file's (steps and
-validation).
+validation). Not for the task of many lengths (LongAdderRLConfig), refused before it runs: `python -m
+rl.tools.lengths` makes that comparison there, per length.
 
 Prints one JSON line per run, then Markdown tables of medians over seeds. docs/results.md's tables and
 plots come from the files: `python -m rl.tools.readme`.
@@ -47,9 +48,11 @@ import time
 
 import numpy as np
 
+from configs import get_config_class
 from model.gpt import GPT, GPTConfig
 from rl import run_dir
 from rl.dist import DistInfo
+from rl.errors import ConfigError
 from rl.evaluate import evaluate, evaluate_set
 from rl.math_env import MathEnvironment
 from rl.rl_ddp import config_from_args
@@ -363,9 +366,26 @@ def main():
         from rl.tools import perf
         perf.main(args.configs, args.compile, args.rerun)
         return
+    if not args.table:
+        check_configs(args.configs, args.what_rl_adds)
     rows = saved_results() if args.table else measure(args)
     print("\nmedian (min-max) over seeds; accuracies are greedy exact match of the final answer on the test split\n\n"
           + tables(rows))
+
+
+def check_configs(names: list, what_rl_adds: bool):
+    """Refuse in one line, before any run's minutes, what would fail after them: an unknown config, and
+    --what_rl_adds on the task of many lengths (its supervised arm trains on one MathEnvironment; the lengths
+    tool makes that comparison there, per length)."""
+    for name in names:
+        try:
+            cls = get_config_class(name)
+        except ConfigError as e:
+            raise SystemExit(f"error: {e}") from None
+        if what_rl_adds and cls.rl_ndigits:
+            raise SystemExit(f"error: --what_rl_adds does not take {name}, a task of many lengths (rl_ndigits="
+                             f"{cls.rl_ndigits!r}); python -m rl.tools.lengths --config {name} compares RL with "
+                             f"supervised training there, per length")
 
 
 def measure(args) -> list:
