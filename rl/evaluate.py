@@ -24,8 +24,10 @@ problems, estimated two ways: `pass_at_k_unbiased` from n sampled answers per pr
 2021), and `exact_pass_at_k` from the probability p that one sample is right, which one teacher-forced
 pass gives exactly (`answer_probability`), since the right answer is one token sequence: no sampling
 noise. With show_work=true many answers (any shown work) share the right final answer, so p is not one
-sequence's probability and only the sampled figures are reported. The command prints a table, writes
-every number to a JSON file (and pass@k against k to a PNG when matplotlib is installed).
+sequence's probability and only the sampled figures are reported. Where greedy answers go wrong: the
+share of answers wrong at each final-answer digit (EvalResult.digit_errors; the table gives it by fifth of
+the answer, so a length's errors show whether they pile up at the top columns), and at the end token. The
+command prints a table, writes every number to a JSON file (and pass@k against k to a PNG when matplotlib is installed).
 """
 
 import argparse
@@ -59,6 +61,10 @@ class EvalResult:
     split: str = "test"
     mistakes: list = field(default_factory=list)  # a few "claims 12+34=47, truth 46" lines (rank 0's share)
     by_length: dict = field(default_factory=dict)  # operand length -> its set's accuracy (eval_ndigits); else {}
+    # share of answers wrong at each final-answer digit, in the order written (least significant first when
+    # reversed): where long answers go wrong; [] for a mean over lengths (each length has its own digits)
+    digit_errors: list = field(default_factory=list)
+    end_errors: float = 0.0  # share of answers whose last token is not the end token where it should be
 
     @classmethod
     def mean_over_lengths(cls, results: dict) -> "EvalResult":
@@ -108,7 +114,9 @@ def evaluate(model, env: MathEnvironment, a, b, info: dist.DistInfo, *, batch_si
     was_training = model.training
     model.eval()
     a, b = a[info.rank::info.world_size], b[info.rank::info.world_size]
-    counts = torch.zeros(5, dtype=torch.float64)  # exact, right digits, steps all right, problems, non-finite
+    digits = slice(env.final_start, env.answer_len - 1)  # the final answer's digits, as digit_match reads them
+    # exact, right digits, steps all right, problems, non-finite, wrong ends; then answers wrong at each final digit
+    counts = torch.zeros(6 + digits.stop - digits.start, dtype=torch.float64)
     mistakes = []
     for i in range(0, len(a), batch_size):
         prompts, targets = env.encode(a[i:i + batch_size], b[i:i + batch_size])
@@ -119,16 +127,19 @@ def evaluate(model, env: MathEnvironment, a, b, info: dist.DistInfo, *, batch_si
         exact = exact_match(env, targets, generated)
         counts += torch.tensor([exact.sum().item(), digit_match(env, targets, generated).sum().item(),
                                 steps_match(env, targets, generated).sum().item(), len(exact),
-                                nonfinite.sum().item()], dtype=torch.float64)
+                                nonfinite.sum().item(), (generated[:, -1] != targets[:, -1]).sum().item(),
+                                *(generated[:, digits] != targets[:, digits]).sum(dim=0).tolist()], dtype=torch.float64)
         for j in torch.nonzero(exact == 0).flatten().tolist()[: num_mistakes - len(mistakes)]:
             mistakes.append(env.describe_mistake(operand(a, i + j), operand(b, i + j), generated[j]))
     model.train(was_training)
-    exact, digits, steps, n, nonfinite = dist.all_reduce_sum(counts.to(info.device)).tolist()
+    counts = dist.all_reduce_sum(counts.to(info.device)).tolist()
+    exact, right_digits, steps, n, nonfinite, wrong_ends, *wrong_at = counts
     if nonfinite:  # the same sum on every rank: every rank raises
         raise TrainingError(f"non-finite logits in greedy evaluation on the {split} split ({nonfinite:.0f} of {n:.0f} "
                             f"problems): the policy's weights have overflowed; lower learning_rate (sft_learning_rate "
                             f"in the warm start), keep grad_clip on, or check the file init_from loaded")
-    return EvalResult(exact / n, digits / n, steps / n if env.show_work else None, int(n), split, mistakes)
+    return EvalResult(exact / n, right_digits / n, steps / n if env.show_work else None, int(n), split, mistakes,
+                      digit_errors=[w / n for w in wrong_at], end_errors=wrong_ends / n)
 
 
 # ---- pass@k: is one of k sampled answers right? -----------------------------------------------------
@@ -363,6 +374,7 @@ def evaluate_set(model, env: MathEnvironment, a, b, args: argparse.Namespace, de
     table = pass_at_k_table(sorted(set(asked) | set(curve)), c, args.samples, p)
     numbers = {"num_problems": len(a), "greedy_accuracy": greedy.accuracy,
                "greedy_digit_accuracy": greedy.digit_accuracy, "greedy_steps_accuracy": greedy.steps_accuracy,
+               "greedy_digit_errors": greedy.digit_errors, "greedy_end_errors": greedy.end_errors,
                "pass_at_k": {str(k): table[k] for k in asked},
                "mean_p_right": p.mean().item() if p is not None else None,
                "exact_note": None if p is not None else EXACT_NOTE,
@@ -426,7 +438,19 @@ def report_table(report: dict) -> str:
             cells = "  ".join(f"{n['pass_at_k'][k]['sampled']:.4f}/" + (
                 f"{n['pass_at_k'][k]['exact']:.4f}" if n["pass_at_k"][k]["exact"] is not None else "-") for k in ks)
             lines.append(f"  {L:>4} digits: greedy {n['greedy_accuracy']:.4f}   {cells}")
+    parts = r.get("by_length") or {None: r}
+    lines.append("greedy digits wrong, by fifth of the answer's digits as written (reversed answers: least "
+                 "significant first), and answers not ended where they should be")
+    lines += [f"  {f'{L} digits' if L else 'all':>10}: {fifths(n['greedy_digit_errors'])}   end "
+              f"{n['greedy_end_errors']:.3f}" for L, n in parts.items()]
     return "\n".join(lines)
+
+
+def fifths(errors: list) -> str:
+    """A digit error rate for each fifth of the answer's digits (fewer parts for a shorter answer): per-digit
+    shares of wrong answers (EvalResult.digit_errors), averaged within each part."""
+    parts = torch.tensor(errors, dtype=torch.float64).tensor_split(min(5, len(errors)))
+    return " ".join(f"{part.mean().item():.3f}" for part in parts)
 
 
 def write_plot(path: str, report: dict) -> Optional[str]:

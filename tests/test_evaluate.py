@@ -18,8 +18,8 @@ import torch
 from helpers import REPO, make_trainer
 from model.gpt import GPT, GPTConfig
 from rl import math_trainer, rl_ddp
-from rl.evaluate import (EvalResult, answer_probability, count_right_samples, evaluate, exact_pass_at_k, main,
-                         pass_at_k_unbiased)
+from rl.evaluate import (EvalResult, answer_probability, count_right_samples, evaluate, exact_pass_at_k, fifths,
+                         main, pass_at_k_unbiased)
 from rl.long_env import environments
 from rl.math_env import SPLITS, MathEnvironment
 from rl.math_reward import digit_match, exact_match
@@ -68,6 +68,27 @@ def test_evaluation_decodes_greedily():
     assert result.digit_accuracy == pytest.approx(digit_match(trainer.env, targets, answers).mean().item(), abs=1e-9)
     assert result.accuracy == pytest.approx(exact_match(trainer.env, targets, answers).mean().item(), abs=1e-9)
     assert trainer.accuracy("test") == result  # the same answers every time
+
+
+def test_the_evaluation_says_at_which_digits_answers_go_wrong(taught):
+    """Each final-answer digit's share of wrong greedy answers, in the order written, by hand."""
+    env = taught.env
+    a, b = env.eval_operands(300, "test")
+    _, targets = env.encode(a, b)
+    answers = greedy_answers(taught.model, env, a, b)
+    digits = slice(env.final_start, env.answer_len - 1)
+    by_hand = (answers[:, digits] != targets[:, digits]).double().mean(dim=0).tolist()
+    result = evaluate(taught.model, env, a, b, taught.info)
+    assert by_hand != by_hand[::-1] and 0 < min(by_hand)  # (so a wrong order or a lost digit shows)
+    assert result.digit_errors == pytest.approx(by_hand, abs=1e-12) and len(by_hand) == 3  # 2 digits: sums of 3
+    assert 1 - result.digit_accuracy == pytest.approx(sum(by_hand) / len(by_hand))
+    assert result.end_errors == (answers[:, -1] != targets[:, -1]).double().mean().item()
+
+
+def test_the_digit_error_rate_of_each_fifth_of_the_answer():
+    assert fifths([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]) == "0.100 0.350 0.550 0.750 0.950"
+    # (11 digits: parts of 3, 2, 2, 2, 2; an answer of two digits: two parts)
+    assert fifths([0.5, 0.25]) == "0.500 0.250"
 
 
 
@@ -175,6 +196,7 @@ def command(args: list, capsys) -> tuple:
 
 JSON_KEYS = {"command", "file", "kind", "step", "task", "split", "num", "samples", "temperature", "temperature_from",
              "k", "seed", "device", "threads", "num_problems", "greedy_accuracy", "greedy_digit_accuracy",
+             "greedy_digit_errors", "greedy_end_errors",
              "greedy_steps_accuracy", "pass_at_k", "mean_p_right", "exact_note", "pass_at_k_curve", "seconds"}
 
 
@@ -192,6 +214,9 @@ def test_the_command_reports_greedy_sampled_and_exact_numbers(snapshot_file, tau
     a, b = taught.env.eval_operands(100, "test")
     greedy = evaluate(taught.model, taught.env, a, b, taught.info)
     assert report["greedy_accuracy"] == greedy.accuracy and report["greedy_digit_accuracy"] == greedy.digit_accuracy
+    assert report["greedy_digit_errors"] == greedy.digit_errors
+    assert report["greedy_end_errors"] == greedy.end_errors
+    assert f"  {'all':>10}: {fifths(greedy.digit_errors)}   end {greedy.end_errors:.3f}" in stdout.splitlines()
     p = answer_probability(taught.model, taught.env, *taught.env.encode(a, b), 0.8)
     assert report["pass_at_k"]["4"]["exact"] == pytest.approx(exact_pass_at_k(p, 4).mean().item())
     assert report["mean_p_right"] == pytest.approx(report["pass_at_k"]["1"]["exact"])
@@ -310,8 +335,11 @@ def test_a_file_of_many_lengths_is_evaluated_at_each_length(long_file, tmp_path,
     for L, numbers in report["by_length"].items():  # each length's own fixed set, at its own width
         env = environments(trainer.config.task_args(), [int(L)])["eval"][int(L)]
         a, b = env.eval_operands(40, "test")
-        assert env.width == int(L) and numbers["greedy_accuracy"] == evaluate(trainer.model, env, a, b,
-                                                                               trainer.info).accuracy
+        greedy = evaluate(trainer.model, env, a, b, trainer.info)
+        assert env.width == int(L) and numbers["greedy_accuracy"] == greedy.accuracy
+        assert numbers["greedy_digit_errors"] == greedy.digit_errors and len(greedy.digit_errors) == int(L) + 1
+        line = f"  {L + ' digits':>10}: {fifths(greedy.digit_errors)}   end {greedy.end_errors:.3f}"
+        assert line in stdout.splitlines() and numbers["greedy_end_errors"] == greedy.end_errors
         p = answer_probability(trainer.model, env, *env.encode(a, b), 0.8)
         assert numbers["pass_at_k"]["8"]["exact"] == pytest.approx(exact_pass_at_k(p, 8).mean().item())
     mean = (report["by_length"]["1"]["greedy_accuracy"] + report["by_length"]["3"]["greedy_accuracy"]) / 2

@@ -64,7 +64,8 @@ def supervised_arm(model, config, env, seconds: float, seed: int) -> dict:
 
 
 def evaluate_arm(model, envs: dict, num: int, ks: list, temperature: float) -> dict:
-    """{split: {length: {"greedy", "pass@k" exact...}}} on the fixed sets of test and validation."""
+    """{split: {length: {"greedy", "pass@k" exact..., "digit_errors"}}} on the fixed sets of test and validation
+    (digit_errors: the share of answers wrong at each column, least significant first; end_errors: at the end)."""
     out = {}
     for split in ("test", "validation"):
         out[split] = {}
@@ -73,7 +74,9 @@ def evaluate_arm(model, envs: dict, num: int, ks: list, temperature: float) -> d
             greedy = evaluate(model, env, a, b, DistInfo(), batch_size=250, num_mistakes=0, split=split)
             p = p_right(model, env, a, b, temperature=temperature, batch_size=250)
             out[split][str(length)] = {"greedy": greedy.accuracy, "mean_p_right": p.mean().item(),
-                                       **{f"pass@{k}": exact_pass_at_k(p, k).mean().item() for k in ks}}
+                                       **{f"pass@{k}": exact_pass_at_k(p, k).mean().item() for k in ks},
+                                       "digit_errors": [round(x, 4) for x in greedy.digit_errors],
+                                       "end_errors": greedy.end_errors}
     return out
 
 
