@@ -27,7 +27,8 @@ noise. With show_work=true many answers (any shown work) share the right final a
 sequence's probability and only the sampled figures are reported. Where greedy answers go wrong: the
 share of answers wrong at each final-answer digit (EvalResult.digit_errors; the table gives it by fifth of
 the answer, so a length's errors show whether they pile up at the top columns), and at the end token. The
-command prints a table, writes every number to a JSON file (and pass@k against k to a PNG when matplotlib is installed).
+command prints a table, writes every number to a JSON file (and pass@k against k to a PNG when matplotlib
+is installed).
 """
 
 import argparse

@@ -91,8 +91,6 @@ def test_the_digit_error_rate_of_each_fifth_of_the_answer():
     assert fifths([0.5, 0.25]) == "0.500 0.250"
 
 
-
-
 # ---- pass@k and the command: python -m rl.evaluate FILE ---------------------------------------------
 def test_pass_at_k_unbiased_by_hand():
     assert pass_at_k_unbiased(5, 2, 2).item() == pytest.approx(0.7)  # 1 - C(3,2)/C(5,2) = 1 - 3/10

@@ -64,8 +64,9 @@ def supervised_arm(model, config, env, seconds: float, seed: int) -> dict:
 
 
 def evaluate_arm(model, envs: dict, num: int, ks: list, temperature: float) -> dict:
-    """{split: {length: {"greedy", "pass@k" exact..., "digit_errors"}}} on the fixed sets of test and validation
-    (digit_errors: the share of answers wrong at each column, least significant first; end_errors: at the end)."""
+    """{split: {length: {"greedy", "pass@k" exact..., "digit_errors", "end_errors"}}} on the fixed sets of test
+    and validation (digit_errors: the share of answers wrong at each column, least significant first; end_errors:
+    the share not ended where they should be)."""
     out = {}
     for split in ("test", "validation"):
         out[split] = {}
