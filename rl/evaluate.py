@@ -48,7 +48,7 @@ from rl.algorithms import answer_logits, answer_mask, masked, token_logprobs
 from rl.errors import ConfigError, TrainingError  # (TrainingError re-exported: from rl.evaluate import it works)
 from rl.long_env import environments, parse_lengths
 from rl.math_env import MathEnvironment
-from rl.math_reward import digit_match, exact_match, steps_match
+from rl.math_reward import digit_match, exact_match, final_digits, steps_match
 from rl.run_dir import WriteError, write_json
 from rl.snapshot import load_snapshot, model_from_snapshot
 
@@ -115,7 +115,7 @@ def evaluate(model, env: MathEnvironment, a, b, info: dist.DistInfo, *, batch_si
     was_training = model.training
     model.eval()
     a, b = a[info.rank::info.world_size], b[info.rank::info.world_size]
-    digits = slice(env.final_start, env.answer_len - 1)  # the final answer's digits, as digit_match reads them
+    digits = final_digits(env)  # as digit_match reads them
     # exact, right digits, steps all right, problems, non-finite, wrong ends; then answers wrong at each final digit
     counts = torch.zeros(6 + digits.stop - digits.start, dtype=torch.float64)
     mistakes = []

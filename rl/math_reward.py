@@ -30,8 +30,13 @@ def steps_match(env, target: torch.Tensor, generated: torch.Tensor) -> torch.Ten
     return (generated[:, steps] == target[:, steps]).all(dim=1).float()
 
 
+def final_digits(env) -> slice:
+    """The final answer's digits among the answer tokens: from final_start up to the end token."""
+    return slice(env.final_start, env.answer_len - 1)
+
+
 def digit_match(env, target: torch.Tensor, generated: torch.Tensor) -> torch.Tensor:
-    digits = slice(env.final_start, env.answer_len - 1)
+    digits = final_digits(env)
     return (generated[:, digits] == target[:, digits]).float().mean(dim=1)
 
 
