@@ -18,8 +18,8 @@ import torch
 from helpers import REPO, make_trainer
 from model.gpt import GPT, GPTConfig
 from rl import math_trainer, rl_ddp
-from rl.evaluate import (EvalResult, answer_probability, count_right_samples, evaluate, exact_pass_at_k, fifths,
-                         main, pass_at_k_unbiased)
+from rl.evaluate import (EvalResult, answer_probability, count_right_samples, eval_position_ids, evaluate,
+                         exact_pass_at_k, fifths, main, pass_at_k_unbiased)
 from rl.long_env import environments
 from rl.math_env import SPLITS, MathEnvironment
 from rl.math_reward import digit_match, exact_match
@@ -330,6 +330,7 @@ def test_a_file_of_many_lengths_is_evaluated_at_each_length(long_file, tmp_path,
     report = json.loads(out.read_text())
     assert list(report["by_length"]) == ["1", "3"] and report["by_length"]["3"]["num_problems"] == 40
     assert report["num_problems"] == 40 + report["by_length"]["1"]["num_problems"]  # (1 digit: every test pair, 12)
+    wrong_ends = {}
     for L, numbers in report["by_length"].items():  # each length's own fixed set, at its own width
         env = environments(trainer.config.task_args(), [int(L)])["eval"][int(L)]
         a, b = env.eval_operands(40, "test")
@@ -338,8 +339,14 @@ def test_a_file_of_many_lengths_is_evaluated_at_each_length(long_file, tmp_path,
         assert numbers["greedy_digit_errors"] == greedy.digit_errors and len(greedy.digit_errors) == int(L) + 1
         line = f"  {L + ' digits':>10}: {fifths(greedy.digit_errors)}   end {greedy.end_errors:.3f}"
         assert line in stdout.splitlines() and numbers["greedy_end_errors"] == greedy.end_errors
+        prompts, targets = env.encode(a, b)  # answers not ended where they should be, counted by hand
+        answers = trainer.model.generate(prompts, env.answer_len, greedy=True, end_token=env.end_token,
+                                         pad_token=env.pad_token, pos=eval_position_ids(env, len(prompts), "cpu"))
+        assert greedy.end_errors == (answers[:, -1] != targets[:, -1]).double().mean().item()
+        wrong_ends[L] = greedy.end_errors
         p = answer_probability(trainer.model, env, *env.encode(a, b), 0.8)
         assert numbers["pass_at_k"]["8"]["exact"] == pytest.approx(exact_pass_at_k(p, 8).mean().item())
+    assert 0 < wrong_ends["3"] < 1  # (this model stops in the wrong place on some 3-digit sums, not all)
     mean = (report["by_length"]["1"]["greedy_accuracy"] + report["by_length"]["3"]["greedy_accuracy"]) / 2
     assert report["greedy_accuracy"] == pytest.approx(mean) and 0 < mean < 1  # taught: right often, not always
     assert "   3 digits: greedy" in stdout and (tmp_path / "long.png").read_bytes()[:4] == b"\x89PNG"
