@@ -107,6 +107,13 @@ def operand(x, i: int):
     return x[i] if getattr(x, "ndim", 1) == 2 else int(x[i])
 
 
+def wrong_end(env, targets: torch.Tensor, generated: torch.Tensor) -> int:
+    """How many answers (B, A) whose last token should be the end token have another one there (none where the
+    answer has no end token: known_length, rl/long_env.py)."""
+    ends = targets[:, -1] == env.end_token
+    return int((ends & (generated[:, -1] != env.end_token)).sum())
+
+
 @torch.no_grad()
 def evaluate(model, env: MathEnvironment, a, b, info: dist.DistInfo, *, batch_size: int = 500,
              num_mistakes: int = 3, split: str = "test") -> EvalResult:
@@ -128,7 +135,7 @@ def evaluate(model, env: MathEnvironment, a, b, info: dist.DistInfo, *, batch_si
         exact = exact_match(env, targets, generated)
         counts += torch.tensor([exact.sum().item(), digit_match(env, targets, generated).sum().item(),
                                 steps_match(env, targets, generated).sum().item(), len(exact),
-                                nonfinite.sum().item(), (generated[:, -1] != targets[:, -1]).sum().item(),
+                                nonfinite.sum().item(), wrong_end(env, targets, generated),
                                 *(generated[:, digits] != targets[:, digits]).sum(dim=0).tolist()], dtype=torch.float64)
         for j in torch.nonzero(exact == 0).flatten().tolist()[: num_mistakes - len(mistakes)]:
             mistakes.append(env.describe_mistake(operand(a, i + j), operand(b, i + j), generated[j]))

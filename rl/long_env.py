@@ -11,6 +11,12 @@ Token format: that of `MathEnvironment('adder', W)` at the current width W (the 
 
     12 + 345 = 357        prompt "00012+00345="     answer "753000$" (357 in W + 1 = 6 digits, reversed)
 
+With `known_length` the answer is its W + 1 digits alone, "753000": every answer at width W has W + 1 digits, so
+where it ends follows from the prompt, and generation stops there. With the end token, the model must find the
+end itself, from the absence of operand digits at the next column; past the trained widths that failed more
+often than any digit (results/study/probes/, "where-long-sums-go-wrong"). The vocabulary keeps the end token:
+an answer that writes one early is malformed.
+
 Lengths: a number's length is its count of digits (0 has one). Each operand's length is drawn
 independently, uniformly over the range, then the operand uniformly over the numbers of that length
 (10..99 for two digits). Independent lengths, as Cho et al. 2024 draw them: the pairs of unequal
@@ -55,7 +61,7 @@ digit of significance i of a, of b and of the sum all get the id 2 + offset + i;
 of significance -1 (1 + offset), and the end token 0, which no other token has. 12+345 at W = 3, offset 0:
 
     tokens  0  1  2  +  3  4  5  =  7  5  3  0  $
-    ids     4  3  2  1  4  3  2  1  2  3  4  5  0
+    ids     4  3  2  1  4  3  2  1  2  3  4  5  0      (known_length: the same, without the last column)
 
 A token predicts the next one, so the token of id s predicts the sum's digit of id s + 1, whose operand
 digits also read s + 1: one rule for every answer token, "=" included. (With "=" at the end token's
@@ -174,7 +180,7 @@ class LongAdditionEnvironment:
 
     def __init__(self, ndigits: tuple = (1, 10), *, positions: str = "absolute", max_position_offset: int = 0,
                  pad_ndigits: int = 0, test_fraction: float = 0.1, validation_fraction: float = 0.05,
-                 pad_name: str = "pad_ndigits", pad_share: float = 1.0):
+                 pad_name: str = "pad_ndigits", pad_share: float = 1.0, known_length: bool = False):
         lo, hi = ndigits
         if not 1 <= lo <= hi:
             raise ValueError(f"a range of lengths needs 1 <= lo <= hi, got {lo}-{hi}")
@@ -193,7 +199,7 @@ class LongAdditionEnvironment:
         self.lo, self.hi, self.width = lo, hi, hi
         if not 0.0 < pad_share <= 1.0:
             raise ValueError(f"pad_share must be in (0, 1], got {pad_share}")
-        self.pad_ndigits, self.pad_share = pad_ndigits, pad_share
+        self.pad_ndigits, self.pad_share, self.known_length = pad_ndigits, pad_share, known_length
         self.positions, self.max_position_offset = positions, max_position_offset
         self.test_fraction, self.validation_fraction = test_fraction, validation_fraction
         self.op = OPERATIONS["adder"]
@@ -218,14 +224,14 @@ class LongAdditionEnvironment:
             raise ValueError(f"problems of {width} digits cannot be written at {written}: "
                              f"from {width} to pad_ndigits={self.widest}")
         self.number_width, self.width, self.answer_digits = width, written, written + 1
-        self.prompt_len, self.answer_len = 2 * written + 2, written + 2
+        self.prompt_len, self.answer_len = 2 * written + 2, written + 2 - self.known_length  # the end token, or not
         self.final_slice = slice(0, self.answer_len)
 
     def unpadded(self) -> "LongAdditionEnvironment":
         """This environment without its padding, at the range's longest width (the warm start's first phase)."""
         return LongAdditionEnvironment((self.lo, self.hi), positions=self.positions,
                                        max_position_offset=self.max_position_offset, test_fraction=self.test_fraction,
-                                       validation_fraction=self.validation_fraction)
+                                       validation_fraction=self.validation_fraction, known_length=self.known_length)
 
     def draw_written(self, width: int, rng: np.random.Generator) -> int:
         """The width a step's problems of `width` digits are written at: uniform over width .. pad_ndigits (their
@@ -251,7 +257,8 @@ class LongAdditionEnvironment:
             return None
         W = self.width
         significance = np.arange(W - 1, -1, -1) + 2  # an operand's digits, most significant first
-        row = np.concatenate([significance, [1], significance, [1], np.arange(W + 1) + 2, [0]])
+        end = [] if self.known_length else [0]
+        row = np.concatenate([significance, [1], significance, [1], np.arange(W + 1) + 2, end])
         rng = np.random.default_rng(EVAL_OFFSETS) if rng is None else rng  # an evaluation's: the same every time
         # padded: every layout reaches the same top id, hi + 2 + max_position_offset, the unpadded one's: a wider one
         # is shifted less, and the numbers' own digits, written narrower, train every id below it
@@ -336,7 +343,7 @@ class LongAdditionEnvironment:
         a, b = _widen(a[:, :self.width], self.width), _widen(b[:, :self.width], self.width)
         column = lambda ch: np.full((len(a), 1), self.stoi[ch])
         prompt = [a[:, ::-1], column(self.op.symbol), b[:, ::-1], column(EQUALS)]
-        answer = [add_digits(a, b), column(END)]  # least-significant first: the reversed answer
+        answer = [add_digits(a, b)] + ([] if self.known_length else [column(END)])  # least-significant first
         as_tokens = lambda parts: torch.from_numpy(np.concatenate([p.astype(np.int64) for p in parts], axis=1))
         return as_tokens(prompt), as_tokens(answer)
 
@@ -345,7 +352,7 @@ class LongAdditionEnvironment:
     def decode_answer(self, tokens) -> Optional[int]:
         """Generated answer tokens (answer_len,) -> the sum they state (a Python int), or None if malformed."""
         tokens = [int(t) for t in tokens]
-        digits, end = tokens[:-1], tokens[-1]
+        digits, end = (tokens, self.end_token) if self.known_length else (tokens[:-1], tokens[-1])
         if any(t > 9 for t in digits) or end != self.end_token:
             return None
         return int("".join(map(str, digits[::-1])))
@@ -390,7 +397,7 @@ def environments(task: dict, eval_lengths=()) -> dict:
     long = lambda lengths, max_offset=offset, pad_key="": LongAdditionEnvironment(  # pad_key: the phase's setting
         lengths, positions=task.get("positions", "absolute"), max_position_offset=max_offset,
         pad_ndigits=task.get(pad_key, 0), pad_name=pad_key or "pad_ndigits", pad_share=task.get("pad_share", 1.0),
-        test_fraction=task["test_fraction"], validation_fraction=task["validation_fraction"])
+        known_length=task.get("known_length", False), test_fraction=task["test_fraction"], validation_fraction=task["validation_fraction"])
     rl = long(parse_range("rl_ndigits", task["rl_ndigits"]), pad_key="rl_pad_ndigits")
     top = rl.hi + 2 + offset  # the largest id RL's training reads (its sum's top digit at the largest offset)
     # shorter warm-start problems get larger offsets, up to the same top id, so that every id an evaluation reads
@@ -410,10 +417,10 @@ def environments(task: dict, eval_lengths=()) -> dict:
 
 # task_args()'s keys of the task of many lengths, each only when set
 LONG_TASK_KEYS = ("rl_ndigits", "sft_ndigits", "positions", "max_position_offset", "rl_pad_ndigits", "sft_pad_ndigits",
-                  "pad_share")
+                  "pad_share", "known_length")
 # nothing reads these alone
 LONG_TASK_FIELDS = ("sft_ndigits", "eval_ndigits", "positions", "max_position_offset", "rl_pad_ndigits",
-                    "sft_pad_ndigits", "pad_share")
+                    "sft_pad_ndigits", "pad_share", "known_length")
 
 
 @dataclass
@@ -446,6 +453,9 @@ class LongTaskSettings(TaskSettings):
     pad_share: float = 1.0
     """with rl_pad_ndigits or sft_pad_ndigits: the share of steps padded (each step drawn); the others write their
     numbers at their own width, so the trained lengths keep practising their own layouts (in (0, 1])"""
+    known_length: bool = False
+    """with rl_ndigits: the answer is the sum's W + 1 digits alone, without the end token: its length follows from
+    the prompt's width W, so generation stops there and the model need not find where a long sum ends"""
 
     def task_args(self) -> dict:
         """What defines the problems, as MathEnvironment(**config.task_args()) takes it, and the task of many

@@ -31,8 +31,9 @@ def steps_match(env, target: torch.Tensor, generated: torch.Tensor) -> torch.Ten
 
 
 def final_digits(env) -> slice:
-    """The final answer's digits among the answer tokens: from final_start up to the end token."""
-    return slice(env.final_start, env.answer_len - 1)
+    """The final answer's digits among the answer tokens: from final_start, answer_digits of them (then the end
+    token, where the answer has one)."""
+    return slice(env.final_start, env.final_start + env.answer_digits)
 
 
 def digit_match(env, target: torch.Tensor, generated: torch.Tensor) -> torch.Tensor:

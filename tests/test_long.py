@@ -56,6 +56,34 @@ def test_worked_example_and_its_coupled_ids():
     assert LongAdditionEnvironment((1, 3)).position_ids(4) is None  # absolute: the model's own 0, 1, 2, ...
 
 
+def test_known_length_answers_have_no_end_token_and_every_digit_is_scored():
+    from rl import dist
+    from rl.evaluate import evaluate
+    from rl.math_reward import digit_match, exact_match
+    env = LongAdditionEnvironment((1, 3), positions="coupled", known_length=True)
+    assert text(env, 12, 345) == ("012+345=", "7530") and (env.prompt_len, env.answer_len) == (8, 4)
+    assert env.position_ids(1).tolist() == [[4, 3, 2, 1, 4, 3, 2, 1, 2, 3, 4, 5]]  # the docstring's, no end column
+    tokens = lambda s: torch.tensor([[env.stoi[ch] for ch in s]])
+    assert env.decode_answer(tokens("7530")[0]) == 357 and env.decode_answer(tokens("753$")[0]) is None
+    # the top digit counts: one wrong digit of four, where with the end token it would be one of three
+    target, top_wrong = tokens("7530"), tokens("7531")
+    assert exact_match(env, target, top_wrong).item() == 0.0 and digit_match(env, target, top_wrong).item() == 0.75
+    env.set_width(2, 3)  # padded: the written width's W + 1 digits
+    assert text(env, 12, 45) == ("012+045=", "7500") and env.answer_len == 4
+    # an evaluation counts no wrong ends and the errors at each of the W + 1 digits, from greedy answers
+    env.set_width(3)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=env.vocab_size, n_position=env.num_position_ids, n_layer=1, n_head=2, n_embed=16))
+    a, b = env.sample_operands(50, np.random.default_rng(3))
+    prompts, targets = env.encode(a, b)
+    greedy = model.generate(prompts, env.answer_len, greedy=True, end_token=env.end_token, pad_token=env.pad_token,
+                            pos=env.position_ids(50))
+    result = evaluate(model, env, a, b, dist.DistInfo())
+    assert result.end_errors == 0.0 and len(result.digit_errors) == 4
+    assert result.digit_errors == (greedy != targets).float().mean(dim=0).tolist()
+    assert result.accuracy == (greedy == targets).all(dim=1).float().mean().item()
+
+
 def test_sums_are_exact_at_one_hundred_digits():
     env = LongAdditionEnvironment((1, 100))
     a, b = env.sample_operands(300, np.random.default_rng(1))
@@ -311,13 +339,13 @@ def test_the_supervised_loss_and_the_log_probs_read_the_environments_ids():
                                                   pos=env.position_ids(8)), whole)  # each row's own ids are read
 
 
-def long_trainer(**overrides):
+def long_trainer(known_length=False, **overrides):
     """A trainer of the tiny settings on addition of 1-6 digits with coupled ids and offsets up to 9."""
     from helpers import make_config
     from rl import dist
     from rl.math_trainer import MathRLTrainer
     config = make_config(**{"rl_algorithm": "reinforce", "rl_ga_steps": 1, "problem_sampler": "uniform", **overrides})
-    env = LongAdditionEnvironment((1, 6), positions="coupled", max_position_offset=9)
+    env = LongAdditionEnvironment((1, 6), positions="coupled", max_position_offset=9, known_length=known_length)
     torch.manual_seed(config.seed)
     return MathRLTrainer(config, env, GPT(GPTConfig(**config.model_args())), dist.DistInfo())
 
@@ -342,8 +370,9 @@ def test_the_rollouts_ids_reach_the_sampler_and_the_update(monkeypatch):
     torch.testing.assert_close(seen["logp"][m], batch.logp[m], atol=2e-5, rtol=1e-5)
 
 
-def test_a_step_on_problems_of_many_lengths_changes_the_weights():
-    trainer = long_trainer(rl_algorithm="grpo", rewards="exact_match:1.0,digit_match:0.1")
+@pytest.mark.parametrize("known_length", [False, True])
+def test_a_step_on_problems_of_many_lengths_changes_the_weights(known_length):
+    trainer = long_trainer(known_length, rl_algorithm="grpo", rewards="exact_match:1.0,digit_match:0.1")
     before = [p.detach().clone() for p in trainer.model.parameters()]
     metrics = trainer.train_step()
     assert metrics["train/skipped_steps"] == 0 and metrics["train/batch_answers"] > 0
@@ -377,7 +406,8 @@ def test_settings_the_task_of_many_lengths_cannot_take_are_refused_in_one_line(o
         make_config(**settings)
 
 
-@pytest.mark.parametrize("name, value", [("eval_ndigits", "5,10"), ("sft_ndigits", "1-5"), ("positions", "coupled")])
+@pytest.mark.parametrize("name, value", [("eval_ndigits", "5,10"), ("sft_ndigits", "1-5"), ("positions", "coupled"),
+                                         ("known_length", True)])
 def test_its_settings_are_refused_without_rl_ndigits(name, value):
     from helpers import make_config
     from rl.errors import ConfigError
@@ -391,6 +421,10 @@ def test_todays_task_args_hold_no_new_key_and_the_long_tasks_hold_what_is_set():
     args = make_config(**LONG, sft_ndigits="1-3").task_args()
     assert {k: args[k] for k in ("rl_ndigits", "sft_ndigits", "positions", "max_position_offset")} == dict(
         rl_ndigits="1-6", sft_ndigits="1-3", positions="coupled", max_position_offset=9)
+    assert "known_length" not in args and "known_length" not in make_config().task_args()
+    envs = make_config(**LONG, sft_ndigits="1-3", eval_ndigits="2,7", known_length=True).environments()
+    every = [envs["sft"], envs["rl"], *envs["eval"].values()]
+    assert [e.known_length for e in every] == [True] * 4 and [e.answer_len for e in every] == [4, 7, 3, 8]
 
 
 def test_each_length_is_evaluated_on_its_own_set_and_eval_accuracy_is_their_mean():
