@@ -15,7 +15,9 @@ With `known_length` the answer is its W + 1 digits alone, "753000": every answer
 where it ends follows from the prompt, and generation stops there. With the end token, the model must find the
 end itself, from the absence of operand digits at the next column; past the trained widths that failed more
 often than any digit (results/study/probes/, "where-long-sums-go-wrong"). The vocabulary keeps the end token:
-an answer that writes one early is malformed.
+an answer that writes one early is malformed. With `carry_column` each operand gets one more leading zero,
+"000012+000345=": the sum's top digit, the last carry, then has operand digits at its column as every other
+answer digit has (ids below), rather than none.
 
 Lengths: a number's length is its count of digits (0 has one). Each operand's length is drawn
 independently, uniformly over the range, then the operand uniformly over the numbers of that length
@@ -63,8 +65,12 @@ of significance -1 (1 + offset), and the end token 0, which no other token has. 
     tokens  0  1  2  +  3  4  5  =  7  5  3  0  $
     ids     4  3  2  1  4  3  2  1  2  3  4  5  0      (known_length: the same, without the last column)
 
+    carry_column:   0  0  1  2  +  0  3  4  5  =  7  5  3  0  $
+              ids   5  4  3  2  1  5  4  3  2  1  2  3  4  5  0
+
 A token predicts the next one, so the token of id s predicts the sum's digit of id s + 1, whose operand
-digits also read s + 1: one rule for every answer token, "=" included. (With "=" at the end token's
+digits also read s + 1: one rule for every answer token, "=" included (the last digit, the carry, finds
+operand digits there only with carry_column). (With "=" at the end token's
 id 0, the first answer digit had no column to read: a warm start wrote it right 40% of the time,
 teacher-forced, against 93-99% for every later digit, and that alone held 10-digit sums under 0.5.)
 
@@ -180,7 +186,8 @@ class LongAdditionEnvironment:
 
     def __init__(self, ndigits: tuple = (1, 10), *, positions: str = "absolute", max_position_offset: int = 0,
                  pad_ndigits: int = 0, test_fraction: float = 0.1, validation_fraction: float = 0.05,
-                 pad_name: str = "pad_ndigits", pad_share: float = 1.0, known_length: bool = False):
+                 pad_name: str = "pad_ndigits", pad_share: float = 1.0, known_length: bool = False,
+                 carry_column: bool = False):
         lo, hi = ndigits
         if not 1 <= lo <= hi:
             raise ValueError(f"a range of lengths needs 1 <= lo <= hi, got {lo}-{hi}")
@@ -200,6 +207,7 @@ class LongAdditionEnvironment:
         if not 0.0 < pad_share <= 1.0:
             raise ValueError(f"pad_share must be in (0, 1], got {pad_share}")
         self.pad_ndigits, self.pad_share, self.known_length = pad_ndigits, pad_share, known_length
+        self.carry_column = carry_column
         self.positions, self.max_position_offset = positions, max_position_offset
         self.test_fraction, self.validation_fraction = test_fraction, validation_fraction
         self.op = OPERATIONS["adder"]
@@ -210,7 +218,7 @@ class LongAdditionEnvironment:
         self.widest = max(hi, pad_ndigits)  # the widest a problem is written at
         # the longest sequence (prompt 2W + 2, answer W + 2 at the widest W) and the position embeddings a model
         # needs (its n_position must be at least this)
-        self.seq_len = 3 * self.widest + 4
+        self.seq_len = 3 * self.widest + 4 + 2 * carry_column - known_length
         self.num_position_ids = self.seq_len if positions == "absolute" else hi + 3 + max_position_offset
         self.set_width(hi)
 
@@ -224,14 +232,16 @@ class LongAdditionEnvironment:
             raise ValueError(f"problems of {width} digits cannot be written at {written}: "
                              f"from {width} to pad_ndigits={self.widest}")
         self.number_width, self.width, self.answer_digits = width, written, written + 1
-        self.prompt_len, self.answer_len = 2 * written + 2, written + 2 - self.known_length  # the end token, or not
+        # operands of written (+ 1: the carry column) digits, the answer's written + 1 digits and the end token, or not
+        self.prompt_len, self.answer_len = 2 * (written + self.carry_column) + 2, written + 2 - self.known_length
         self.final_slice = slice(0, self.answer_len)
 
     def unpadded(self) -> "LongAdditionEnvironment":
         """This environment without its padding, at the range's longest width (the warm start's first phase)."""
         return LongAdditionEnvironment((self.lo, self.hi), positions=self.positions,
                                        max_position_offset=self.max_position_offset, test_fraction=self.test_fraction,
-                                       validation_fraction=self.validation_fraction, known_length=self.known_length)
+                                       validation_fraction=self.validation_fraction, known_length=self.known_length,
+                                       carry_column=self.carry_column)
 
     def draw_written(self, width: int, rng: np.random.Generator) -> int:
         """The width a step's problems of `width` digits are written at: uniform over width .. pad_ndigits (their
@@ -256,7 +266,7 @@ class LongAdditionEnvironment:
         if self.positions == "absolute":
             return None
         W = self.width
-        significance = np.arange(W - 1, -1, -1) + 2  # an operand's digits, most significant first
+        significance = np.arange(W - 1 + self.carry_column, -1, -1) + 2  # an operand's digits, most significant first
         end = [] if self.known_length else [0]
         row = np.concatenate([significance, [1], significance, [1], np.arange(W + 1) + 2, end])
         rng = np.random.default_rng(EVAL_OFFSETS) if rng is None else rng  # an evaluation's: the same every time
@@ -342,7 +352,8 @@ class LongAdditionEnvironment:
                                  f"{self.lo}-{self.hi}")
         a, b = _widen(a[:, :self.width], self.width), _widen(b[:, :self.width], self.width)
         column = lambda ch: np.full((len(a), 1), self.stoi[ch])
-        prompt = [a[:, ::-1], column(self.op.symbol), b[:, ::-1], column(EQUALS)]
+        top = lambda x: _widen(x, self.width + self.carry_column)[:, ::-1]  # most significant first
+        prompt = [top(a), column(self.op.symbol), top(b), column(EQUALS)]
         answer = [add_digits(a, b)] + ([] if self.known_length else [column(END)])  # least-significant first
         as_tokens = lambda parts: torch.from_numpy(np.concatenate([p.astype(np.int64) for p in parts], axis=1))
         return as_tokens(prompt), as_tokens(answer)
@@ -397,7 +408,8 @@ def environments(task: dict, eval_lengths=()) -> dict:
     long = lambda lengths, max_offset=offset, pad_key="": LongAdditionEnvironment(  # pad_key: the phase's setting
         lengths, positions=task.get("positions", "absolute"), max_position_offset=max_offset,
         pad_ndigits=task.get(pad_key, 0), pad_name=pad_key or "pad_ndigits", pad_share=task.get("pad_share", 1.0),
-        known_length=task.get("known_length", False), test_fraction=task["test_fraction"], validation_fraction=task["validation_fraction"])
+        known_length=task.get("known_length", False), carry_column=task.get("carry_column", False),
+        test_fraction=task["test_fraction"], validation_fraction=task["validation_fraction"])
     rl = long(parse_range("rl_ndigits", task["rl_ndigits"]), pad_key="rl_pad_ndigits")
     top = rl.hi + 2 + offset  # the largest id RL's training reads (its sum's top digit at the largest offset)
     # shorter warm-start problems get larger offsets, up to the same top id, so that every id an evaluation reads
@@ -417,10 +429,10 @@ def environments(task: dict, eval_lengths=()) -> dict:
 
 # task_args()'s keys of the task of many lengths, each only when set
 LONG_TASK_KEYS = ("rl_ndigits", "sft_ndigits", "positions", "max_position_offset", "rl_pad_ndigits", "sft_pad_ndigits",
-                  "pad_share", "known_length")
+                  "pad_share", "known_length", "carry_column")
 # nothing reads these alone
 LONG_TASK_FIELDS = ("sft_ndigits", "eval_ndigits", "positions", "max_position_offset", "rl_pad_ndigits",
-                    "sft_pad_ndigits", "pad_share", "known_length")
+                    "sft_pad_ndigits", "pad_share", "known_length", "carry_column")
 
 
 @dataclass
@@ -456,6 +468,9 @@ class LongTaskSettings(TaskSettings):
     known_length: bool = False
     """with rl_ndigits: the answer is the sum's W + 1 digits alone, without the end token: its length follows from
     the prompt's width W, so generation stops there and the model need not find where a long sum ends"""
+    carry_column: bool = False
+    """with rl_ndigits: each operand written with one more leading zero, so the sum's top digit (the last carry)
+    reads both operands' digits at its column, as every other answer digit does"""
 
     def task_args(self) -> dict:
         """What defines the problems, as MathEnvironment(**config.task_args()) takes it, and the task of many

@@ -84,6 +84,19 @@ def test_known_length_answers_have_no_end_token_and_every_digit_is_scored():
     assert result.accuracy == (greedy == targets).all(dim=1).float().mean().item()
 
 
+def test_the_carry_column_gives_the_top_digit_operand_digits_at_its_id():
+    env = LongAdditionEnvironment((1, 3), positions="coupled", carry_column=True)
+    assert text(env, 12, 345) == ("0012+0345=", "7530$") and (env.prompt_len, env.answer_len) == (10, 5)
+    ids = env.position_ids(1)[0].tolist()
+    assert ids == [5, 4, 3, 2, 1, 5, 4, 3, 2, 1, 2, 3, 4, 5, 0]  # the module docstring's
+    assert ids[0] == ids[5] == ids[13] == 5  # the zero columns and the sum's top digit share one id
+    both = LongAdditionEnvironment((1, 3), positions="coupled", carry_column=True, known_length=True)
+    assert text(both, 999, 999) == ("0999+0999=", "8991") and both.position_ids(1)[0].tolist() == ids[:-1]
+    assert (env.seq_len, both.seq_len) == (15, 14) and env.num_position_ids == both.num_position_ids == 6
+    env.set_width(2, 3)  # padded: the written width's columns and one more
+    assert text(env, 12, 45) == ("0012+0045=", "7500$")
+
+
 def test_sums_are_exact_at_one_hundred_digits():
     env = LongAdditionEnvironment((1, 100))
     a, b = env.sample_operands(300, np.random.default_rng(1))
@@ -339,13 +352,14 @@ def test_the_supervised_loss_and_the_log_probs_read_the_environments_ids():
                                                   pos=env.position_ids(8)), whole)  # each row's own ids are read
 
 
-def long_trainer(known_length=False, **overrides):
+def long_trainer(known_length=False, carry_column=False, **overrides):
     """A trainer of the tiny settings on addition of 1-6 digits with coupled ids and offsets up to 9."""
     from helpers import make_config
     from rl import dist
     from rl.math_trainer import MathRLTrainer
     config = make_config(**{"rl_algorithm": "reinforce", "rl_ga_steps": 1, "problem_sampler": "uniform", **overrides})
-    env = LongAdditionEnvironment((1, 6), positions="coupled", max_position_offset=9, known_length=known_length)
+    env = LongAdditionEnvironment((1, 6), positions="coupled", max_position_offset=9, known_length=known_length,
+                                  carry_column=carry_column)
     torch.manual_seed(config.seed)
     return MathRLTrainer(config, env, GPT(GPTConfig(**config.model_args())), dist.DistInfo())
 
@@ -370,9 +384,9 @@ def test_the_rollouts_ids_reach_the_sampler_and_the_update(monkeypatch):
     torch.testing.assert_close(seen["logp"][m], batch.logp[m], atol=2e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("known_length", [False, True])
-def test_a_step_on_problems_of_many_lengths_changes_the_weights(known_length):
-    trainer = long_trainer(known_length, rl_algorithm="grpo", rewards="exact_match:1.0,digit_match:0.1")
+@pytest.mark.parametrize("known_length, carry_column", [(False, False), (True, False), (True, True)])
+def test_a_step_on_problems_of_many_lengths_changes_the_weights(known_length, carry_column):
+    trainer = long_trainer(known_length, carry_column, rl_algorithm="grpo", rewards="exact_match:1.0,digit_match:0.1")
     before = [p.detach().clone() for p in trainer.model.parameters()]
     metrics = trainer.train_step()
     assert metrics["train/skipped_steps"] == 0 and metrics["train/batch_answers"] > 0
@@ -407,7 +421,7 @@ def test_settings_the_task_of_many_lengths_cannot_take_are_refused_in_one_line(o
 
 
 @pytest.mark.parametrize("name, value", [("eval_ndigits", "5,10"), ("sft_ndigits", "1-5"), ("positions", "coupled"),
-                                         ("known_length", True)])
+                                         ("known_length", True), ("carry_column", True)])
 def test_its_settings_are_refused_without_rl_ndigits(name, value):
     from helpers import make_config
     from rl.errors import ConfigError
@@ -422,9 +436,11 @@ def test_todays_task_args_hold_no_new_key_and_the_long_tasks_hold_what_is_set():
     assert {k: args[k] for k in ("rl_ndigits", "sft_ndigits", "positions", "max_position_offset")} == dict(
         rl_ndigits="1-6", sft_ndigits="1-3", positions="coupled", max_position_offset=9)
     assert "known_length" not in args and "known_length" not in make_config().task_args()
-    envs = make_config(**LONG, sft_ndigits="1-3", eval_ndigits="2,7", known_length=True).environments()
+    envs = make_config(**LONG, sft_ndigits="1-3", eval_ndigits="2,7", known_length=True, carry_column=True
+                       ).environments()
     every = [envs["sft"], envs["rl"], *envs["eval"].values()]
     assert [e.known_length for e in every] == [True] * 4 and [e.answer_len for e in every] == [4, 7, 3, 8]
+    assert [e.carry_column for e in every] == [True] * 4 and [e.prompt_len for e in every] == [10, 16, 8, 18]
 
 
 def test_each_length_is_evaluated_on_its_own_set_and_eval_accuracy_is_their_mean():
