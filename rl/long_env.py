@@ -14,8 +14,9 @@ Token format: that of `MathEnvironment('adder', W)` at the current width W (the 
 With `known_length` the answer is its W + 1 digits alone, "753000": every answer at width W has W + 1 digits, so
 where it ends follows from the prompt, and generation stops there. With the end token, the model must find the
 end itself, from the absence of operand digits at the next column; past the trained widths that failed more
-often than any digit (results/study/probes/, "where-long-sums-go-wrong"). The vocabulary keeps the end token:
-an answer that writes one early is malformed. With `carry_column` each operand gets one more leading zero,
+often than any digit (results/study/probes/, "where-long-sums-go-wrong"); yet without it a warm start went wrong
+more often at every column (one seed, docs/results.md). The vocabulary keeps the end token: an answer that writes
+one early is malformed. With `carry_column` each operand gets one more leading zero,
 "000012+000345=": the sum's top digit, the last carry, then has operand digits at its column as every other
 answer digit has (ids below), rather than none.
 
@@ -216,8 +217,8 @@ class LongAdditionEnvironment:
         self.end_token, self.pad_token, self.vocab_size = self.stoi[END], self.stoi[PAD], len(self.itos)
         self.final_start, self.steps_slice = 0, slice(0, 0)
         self.widest = max(hi, pad_ndigits)  # the widest a problem is written at
-        # the longest sequence (prompt 2W + 2, answer W + 2 at the widest W) and the position embeddings a model
-        # needs (its n_position must be at least this)
+        # the longest sequence (prompt 2W + 2, answer W + 2 at the widest W; the carry column adds a digit to each
+        # operand, known_length drops the end token) and the position embeddings a model needs (n_position >= this)
         self.seq_len = 3 * self.widest + 4 + 2 * carry_column - known_length
         self.num_position_ids = self.seq_len if positions == "absolute" else hi + 3 + max_position_offset
         self.set_width(hi)
