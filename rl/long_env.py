@@ -217,9 +217,10 @@ class LongAdditionEnvironment:
         self.end_token, self.pad_token, self.vocab_size = self.stoi[END], self.stoi[PAD], len(self.itos)
         self.final_start, self.steps_slice = 0, slice(0, 0)
         self.widest = max(hi, pad_ndigits)  # the widest a problem is written at
-        # the longest sequence (prompt 2W + 2, answer W + 2 at the widest W; the carry column adds a digit to each
-        # operand, known_length drops the end token) and the position embeddings a model needs (n_position >= this)
-        self.seq_len = 3 * self.widest + 4 + 2 * carry_column - known_length
+        # the longest sequence, a problem written at the widest (set_width's lengths), and the position embeddings a
+        # model needs (n_position >= this)
+        self.set_width(hi, self.widest)
+        self.seq_len = self.prompt_len + self.answer_len
         self.num_position_ids = self.seq_len if positions == "absolute" else hi + 3 + max_position_offset
         self.set_width(hi)
 
