@@ -218,8 +218,7 @@ def first_phase(config, env: MathEnvironment, policy, info: dist.DistInfo, shoul
             model.load_state_dict(snap["model"])
             print0(f"Warm start: reusing {path} ({snap['steps']} supervised steps, "
                    f"{snap['seconds']:.0f}s when made, validation accuracy {snap['accuracy']:.3f})")
-            return {"init_from": "sft", "warm_start_cached": True, "warm_start_steps": snap["steps"],
-                    "warm_start_seconds": snap["seconds"], "warm_start_validation": snap["accuracy"]}
+            return first_record(snap, cached=True)
         print0(f"Warm start: {path} was made with other settings; training a new one")
 
     outcome = train_warm_start(config, env, policy, info, should_stop)
@@ -234,8 +233,40 @@ def first_phase(config, env: MathEnvironment, policy, info: dist.DistInfo, shoul
         if os.path.exists(progress_path(config.out_dir)):
             os.remove(progress_path(config.out_dir))
     save_on_main(write, path, "its last saved progress, if any, is intact", info)
-    return {"init_from": "sft", "warm_start_cached": False, "warm_start_steps": steps, "warm_start_seconds": seconds,
-            "warm_start_validation": accuracy}
+    return first_record({"steps": steps, "seconds": seconds, "accuracy": accuracy}, cached=False)
+
+
+def first_record(snap: dict, *, cached: bool) -> dict:
+    """What a run records of its warm start (its summary): the steps, seconds and accuracy of snap, a warm start
+    file or what it will hold, and whether this run reused it."""
+    return {"init_from": "sft", "warm_start_cached": cached, "warm_start_steps": snap["steps"],
+            "warm_start_seconds": snap["seconds"], "warm_start_validation": snap["accuracy"]}
+
+
+def with_padded(first: dict, snap: dict, cached: bool) -> dict:
+    """first's record (first_record) with the padded phase's steps and seconds (snap: its file, or what it will
+    hold) added up; warm_start_spent is what this invocation trained (the run's own clock counts only that)."""
+    return {**first, "warm_start_cached": first["warm_start_cached"] and cached,
+            "warm_start_steps": first["warm_start_steps"] + snap["steps"],
+            "warm_start_seconds": first["warm_start_seconds"] + snap["seconds"],
+            "warm_start_validation": snap["accuracy"], "warm_start_padded_steps": snap["steps"],
+            "warm_start_padded_cached": cached,
+            "warm_start_spent": (0.0 if first["warm_start_cached"] else first["warm_start_seconds"])
+                                + (0.0 if cached else snap["seconds"])}
+
+
+def cached_start(config, world_size: int) -> dict:
+    """The record a run that reuses out_dir's cached warm start gives (init_policy's), from the files alone: for a
+    run continued from a snapshot, whose summary says nothing of where it began. {} when a file is missing or was
+    made with other settings."""
+    files = [(warm_start_path(config.out_dir), fingerprint(config, world_size))]
+    if getattr(config, "sft_pad_ndigits", 0):
+        files.append((padded_path(config.out_dir), padded_fingerprint(config, world_size)))
+    snaps = [load_snapshot(path) if os.path.isfile(path) else {} for path, _ in files]
+    if any(snap.get("fingerprint") != key for snap, (_, key) in zip(snaps, files)):
+        return {}
+    record = first_record(snaps[0], cached=True)
+    return with_padded(record, snaps[1], True) if len(snaps) == 2 else record
 
 
 def padded_phase(config, env, policy, info: dist.DistInfo, should_stop, first: dict) -> dict:
@@ -244,20 +275,13 @@ def padded_phase(config, env, policy, info: dist.DistInfo, should_stop, first: d
     Returns first's record with the two phases' steps and seconds added up, or None if should_stop() said so."""
     c, model = config, dist.unwrap(policy)
     path, key = padded_path(c.out_dir), padded_fingerprint(c, info.world_size)
-    added = lambda snap, cached: {  # the run's own clock counts only what this invocation trained
-        **first, "warm_start_cached": first["warm_start_cached"] and cached,
-        "warm_start_steps": first["warm_start_steps"] + snap["steps"],
-        "warm_start_seconds": first["warm_start_seconds"] + snap["seconds"], "warm_start_validation": snap["accuracy"],
-        "warm_start_padded_steps": snap["steps"], "warm_start_padded_cached": cached,
-        "warm_start_spent": (0.0 if first["warm_start_cached"] else first["warm_start_seconds"])
-                            + (0.0 if cached else snap["seconds"])}
     if os.path.isfile(path):
         snap = load_snapshot(path)
         if snap.get("fingerprint") == key:
             model.load_state_dict(snap["model"])
             print0(f"Warm start: reusing {path} (padded, {snap['steps']} supervised steps, {snap['seconds']:.0f}s "
                    f"when made, validation accuracy {snap['accuracy']:.3f})")
-            return added(snap, True)
+            return with_padded(first, snap, True)
         print0(f"Warm start: {path} was made with other settings; training a new one")
     optimizer, scheduler, state, t0, save = start_phase(c, model, info, PADDED_WARMUP, c.sft_pad_steps, key=key)
     print0(f"Warm start: {c.sft_pad_steps} supervised steps more, a share {c.pad_share} of them written at widths up "
@@ -282,7 +306,8 @@ def padded_phase(config, env, policy, info: dist.DistInfo, should_stop, first: d
             return None
     bar.close()
     optimizer.zero_grad(set_to_none=True)
-    return added(save_padded(c, model, env, info, key, steps=state["step"], seconds=time.time() - t0), False)
+    done = save_padded(c, model, env, info, key, steps=state["step"], seconds=time.time() - t0)
+    return with_padded(first, done, False)
 
 
 def save_padded(c, model, env, info: dist.DistInfo, key: dict, *, steps: int, seconds: float) -> dict:

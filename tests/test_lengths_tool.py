@@ -1,5 +1,7 @@
 """rl/tools/lengths.py: the longest length an arm holds, the table over seeds, and the supervised arm."""
 
+import json
+
 import numpy as np
 import torch
 
@@ -67,3 +69,30 @@ def test_a_rerun_seed_keeps_only_its_cached_warm_start_and_its_padded_phase(tmp_
     assert (out / "warm_start_padded.pt").read_bytes() == b"its padded phase"
     fresh_folder_but_the_warm_start(str(out / "none-yet"))  # a seed never run: an empty folder
     assert list((out / "none-yet").iterdir()) == []
+
+
+def test_a_seed_stopped_on_the_way_continues_and_a_finished_one_starts_over(tmp_path):
+    from rl.tools.lengths import start_or_continue
+    stopped = tmp_path / "stopped"
+    stopped.mkdir()
+    for name in ("warm_start.pt", "rl_snapshot_50.pt", "metrics.jsonl"):
+        (stopped / name).write_bytes(name.encode())
+    assert start_or_continue(str(stopped)) == "auto"
+    assert sorted(p.name for p in stopped.iterdir()) == ["metrics.jsonl", "rl_snapshot_50.pt", "warm_start.pt"]
+    finished = tmp_path / "finished"
+    finished.mkdir()
+    for name in ("warm_start.pt", "rl_snapshot_100.pt", "metrics.jsonl", "summary.json"):
+        (finished / name).write_bytes(name.encode())
+    assert start_or_continue(str(finished)) == "never"
+    assert sorted(p.name for p in finished.iterdir()) == ["warm_start.pt"]
+    assert start_or_continue(str(tmp_path / "never-run")) == "never"
+    assert list((tmp_path / "never-run").iterdir()) == []
+
+
+def test_rl_seconds_count_each_step_line_of_the_metrics_once_and_nothing_else(tmp_path):
+    from rl.tools.lengths import rl_train_seconds
+    lines = [{"step": 0, "val/accuracy": 0.5},  # the evaluation RL starts from: no step
+             {"step": 1, "perf/step_seconds": 2.5}, {"step": 2, "perf/step_seconds": 0.25, "val/accuracy": 0.6},
+             {"step": 3, "perf/step_seconds": 1.0}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert rl_train_seconds(str(tmp_path)) == 3.75

@@ -203,7 +203,7 @@ def test_the_padded_phase_continues_the_unpadded_warm_start_and_is_cached_apart(
     """sft_pad_ndigits: the warm start trains unpadded (the very warm_start.pt a run without padding makes), then
     sft_pad_steps steps more, some written wider, on the steps' streams after its own, into warm_start_padded.pt,
     which RL starts from. A second run reuses both; another sft_pad_steps reuses the first and retrains the second."""
-    from rl.warm_start import fingerprint, padded_fingerprint
+    from rl.warm_start import cached_start, fingerprint, padded_fingerprint
     record, steps, model = padded_phase_run(tmp_path / "padded", monkeypatch)
     assert [s[0] for s in steps] == list(range(9))
     assert all(written == width for _, width, written in steps[:4])  # the first phase: never padded
@@ -219,6 +219,10 @@ def test_the_padded_phase_continues_the_unpadded_warm_start_and_is_cached_apart(
     again, steps, model = padded_phase_run(tmp_path / "padded", monkeypatch)
     assert steps == [] and again["warm_start_cached"] and again["warm_start_spent"] == 0.0
     assert_equal_weights(padded["model"], model.state_dict())
+    # what a run continued from a snapshot records of its start (rl/tools/lengths.py): the files' own account
+    padded_config = make_config_of({**PADDED_PHASE, "out_dir": str(tmp_path / "padded")})
+    assert cached_start(padded_config, 1) == again and again["warm_start_seconds"] == first["seconds"] + padded["seconds"]
+    assert cached_start(make_config_of({**PADDED_PHASE, "out_dir": str(tmp_path / "plain")}), 1) == {}  # no padded file
     other, steps, model = padded_phase_run(tmp_path / "padded", monkeypatch, sft_pad_steps=2)
     assert [s[0] for s in steps] == [4, 5] and other["warm_start_steps"] == 6 and not other["warm_start_cached"]
     assert other["warm_start_spent"] == pytest.approx(load_file(tmp_path / "padded" / "warm_start_padded.pt")["seconds"])

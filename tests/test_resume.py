@@ -1,17 +1,22 @@
-"""Nothing lost: a run killed (SIGKILL, 1 and 2 processes, at random moments), stopped (SIGTERM) or
-restarted by torchrun continues with the same command to exactly the state of an uninterrupted run,
-and a second run on the same folder is refused.  Run: python -m pytest tests/test_resume.py"""
+"""Nothing lost: a run killed (SIGKILL, 1 and 2 processes, at random moments), stopped (SIGTERM, to it or
+to the tool that started it) or restarted by torchrun continues with the same command to exactly the
+state of an uninterrupted run, and a second run on the same folder is refused.
+Run: python -m pytest tests/test_resume.py"""
 
 import os
 import random
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
 import torch
 
 import rl.seeding as seeding
-from helpers import args_with, assert_same_state, fresh_trainer, load, make_trainer, metrics, run, start, wait_for
+from helpers import (REPO, args_with, assert_same_state, fresh_trainer, load, make_trainer, metrics, run, script_env,
+                     start, wait_for)
+from rl.tools import launch
 
 # 8 steps of a 2-layer adder model from scratch: each step takes long enough (~0.3 s) that
 # a kill lands mid-run, and digit_match gives a random policy gradients to follow.
@@ -178,6 +183,58 @@ def test_sigterm_finishes_the_step_saves_and_exits_0(tmp_path):
     assert len(line) == 1 and line[0].endswith("run the same command to continue"), stdout
     step = int(line[0].split("after step ")[1].split("/")[0])
     assert 0 < step < 40 and load(out / f"rl_snapshot_{step}.pt")["step"] == step
+
+
+@pytest.mark.slow
+def test_a_tool_stopped_by_sigterm_stops_its_run_at_a_snapshot_and_exits_143(tmp_path):
+    """rl/tools/launch.py: a SIGTERM to a tool (python -m rl.tools.lengths, say), not to its run, reaches the run,
+    which saves and stops; the tool waits for it, says so and exits 128 + 15, leaving no run training on alone."""
+    out, log = tmp_path / "run", tmp_path / "console.log"
+    args = [*args_with(KILL_ARGS, save_interval=100, rl_train_steps=40), f"--out_dir={out}"]
+    code = f"from rl.tools import launch; launch.run({args!r}, log_path={str(log)!r})"
+    tool = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=script_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    wait_for(out / "metrics.jsonl", tool)
+    [run_pid] = children(tool.pid)
+    os.kill(tool.pid, signal.SIGTERM)  # the tool alone, as `kill PID` or `timeout` would
+    stdout, stderr = tool.communicate(timeout=60)
+    assert tool.returncode == 143, stderr
+    assert stderr.splitlines()[-1] == (f"stopped by SIGTERM: the run it started stopped too, at the end of a step "
+                                       f"(exit 0); its console: {log}")
+    line = [l for l in log.read_text().splitlines() if l.startswith("Stopped by SIGTERM after step ")]
+    assert len(line) == 1, log.read_text()
+    step = int(line[0].split("after step ")[1].split("/")[0])
+    assert 0 < step < 40 and load(out / f"rl_snapshot_{step}.pt")["step"] == step
+    with pytest.raises(ProcessLookupError):
+        os.kill(run_pid, 0)  # waited for and gone
+
+
+def test_a_second_signal_to_a_tool_reaches_its_run_as_sigint(tmp_path):
+    """The first signal goes on as SIGTERM (the run's graceful stop), a second as SIGINT (its "stop now"), and the
+    tool's own handlers are back afterwards. The child here only writes down what it receives."""
+    got = tmp_path / "got"
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import signal, sys, time\n"
+        "seen = []\n"
+        "def handle(s, f):\n"
+        f"    seen.append(signal.Signals(s).name); open({str(got)!r}, 'w').write(' '.join(seen))\n"
+        "    if len(seen) == 2: sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, handle); signal.signal(signal.SIGINT, handle)\n"
+        f"open({str(got)!r}, 'w').write('ready')\n"
+        "while True: time.sleep(0.01)\n")], start_new_session=True)
+    before = signal.getsignal(signal.SIGINT)
+    with launch.passing_signals_to(child) as received:
+        wait_for(got, child)
+        while got.read_text() != "ready":
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+        while got.read_text() != "SIGTERM":
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)
+        child.wait(timeout=30)
+    assert got.read_text() == "SIGTERM SIGINT"
+    assert received == [signal.SIGINT, signal.SIGTERM]
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 @pytest.mark.slow

@@ -18,9 +18,11 @@ of --k from one teacher-forced pass (rl/evaluate.py: the right sum is one token 
 p(right) is exact and pass@k = 1 - (1 - p)^k has no sampling noise). The table gives, per arm and
 length, the median (min-max) over seeds, and the longest length up to which an arm holds >= 0.99
 and >= 0.5 at every evaluated length. Each seed is written to results/lengths/<config>-seed<S>.json
-as it finishes; a seed whose file exists is read back, not run. A seed run again (other RL settings, its
-file moved away) reuses the warm start its folder out/lengths/<label>/ holds when every setting that makes
-it matches, and says so in its summary (warm_start_cached, with the seconds it took when made).
+as it finishes; a seed whose file exists is read back, not run. A seed stopped on the way (Ctrl-C, kill) and
+run again continues its run from where it stopped, snapshot or warm start progress; the supervised arm
+and the evaluations run again. A seed run again once finished (other RL settings, its file moved away)
+reuses the warm start its folder out/lengths/<label>/ holds when every setting that makes it matches, and
+says so in its summary (warm_start_cached, with the seconds it took when made).
 """
 
 import argparse
@@ -41,7 +43,7 @@ from rl.snapshot import load_snapshot
 from rl.tools import launch, results
 from rl.tools.benchmark import supervised_for_seconds
 from rl.tools.report import markdown_table, median_range
-from rl.warm_start import start_path, teacher_forced_step
+from rl.warm_start import cached_start, start_path, teacher_forced_step
 
 ARMS = ("none", "sft", "rl")
 ARM_NAMES = {"none": "warm start only", "sft": "+ supervised", "rl": "+ RL"}
@@ -98,6 +100,23 @@ def fresh_folder_but_the_warm_start(out: str):
             os.replace(kept, path)
 
 
+def start_or_continue(out: str) -> str:
+    """The run's --resume: a run that did not finish (no summary.json: stopped, or killed) continues from where
+    it stopped, its snapshot or its warm start's progress ("auto"); a finished one, whose results file was moved
+    away, runs again in a fresh folder but for its cached warm start ("never"), as does a seed never run."""
+    if os.path.isdir(out) and not os.path.exists(run_dir.summary_path(out)):
+        return "auto"
+    fresh_folder_but_the_warm_start(out)
+    return "never"
+
+
+def rl_train_seconds(out: str) -> float:
+    """The seconds of the run's RL steps, from its metrics: those of a run continued after a stop included (the
+    summary counts only its last invocation's), each step once (a continued run redoes the steps after its
+    snapshot, and their first lines are set aside: rl/run_dir.py). Equal to the summary's for a run never stopped."""
+    return sum(r["perf/step_seconds"] for r in run_dir.read_metrics(out) if "perf/step_seconds" in r)
+
+
 def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: int, ks: list) -> dict:
     """One seed: read back from results/lengths/ when its file exists, else run, evaluated and saved."""
     label = "-".join([config_name, *(["+".join(overrides)] if overrides else []), f"seed{seed}"])
@@ -106,21 +125,23 @@ def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: i
         with open(file) as f:
             return json.load(f)
     out = os.path.join("out", "lengths", label)
-    fresh_folder_but_the_warm_start(out)
-    args = ["--config_name", config_name, f"--seed={seed}", "--no_wandb", "--resume=never", f"--out_dir={out}",
-            *[f"--{kv}" for kv in overrides]]
+    args = ["--config_name", config_name, f"--seed={seed}", "--no_wandb", f"--resume={start_or_continue(out)}",
+            f"--out_dir={out}", *[f"--{kv}" for kv in overrides]]
     launch.run(args, log_path=run_dir.log_path(out))
-    summary = run_dir.read_summary(out)
+    summary, rl_seconds = run_dir.read_summary(out), rl_train_seconds(out)
     config = config_from_args(args)
+    if "warm_start_steps" not in summary:  # a continued run's summary is of its last invocation, which loaded a snapshot
+        summary = {**summary, **cached_start(config, world_size=1)}
     envs = environments(config.task_args(), lengths)
     model = GPT(GPTConfig(**config.model_args()))
     warm = load_snapshot(start_path(config))["model"]  # (the padded phase's, with sft_pad_ndigits)
-    last = load_snapshot(run_dir.snapshot_steps(out)[-1][1])["model"]  # (step, path) of the last
+    rl_steps, last_path = run_dir.snapshot_steps(out)[-1]
+    last = load_snapshot(last_path)["model"]
     arms, extra = {}, {}
     for arm in ARMS:
         model.load_state_dict(last if arm == "rl" else warm)
         if arm == "sft":
-            extra = supervised_arm(model, config, envs["rl"], summary["rl_train_seconds"], seed)
+            extra = supervised_arm(model, config, envs["rl"], rl_seconds, seed)
         model.eval()
         arms[arm] = evaluate_arm(model, envs["eval"], num, ks, config.rl_temperature)
         print(json.dumps({"seed": seed, "arm": arm, "test_greedy": {L: round(v["greedy"], 3)
@@ -130,7 +151,7 @@ def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: i
                       f"{' --set ' + ' '.join(overrides) if overrides else ''}",
            "key": {"config": config_name, "seed": seed, "overrides": overrides}, "lengths": lengths, "ks": ks,
            "num_problems": num, "config": run_dir.read_config(out), "summary": summary, **extra,
-           "rl_train_seconds": round(summary["rl_train_seconds"], 1), "arms": arms,
+           "rl_train_seconds": round(rl_seconds, 1), "rl_steps": rl_steps, "arms": arms,
            "rl_curve": [(r["step"], r.get("val/accuracy"), {k[len("val/accuracy_len"):]: v for k, v in r.items()
                                                               if k.startswith("val/accuracy_len")})
                         for r in run_dir.read_metrics(out) if "val/accuracy" in r]}
@@ -150,8 +171,9 @@ def provenance(recs: list) -> str:
     r = recs[0]
     padded = lambda x: (f" ({x['summary']['warm_start_steps']} steps, {x['summary']['warm_start_padded_steps']} of "
                         f"them padded)" if "warm_start_padded_steps" in x["summary"] else "")
+    steps = lambda x: x.get("rl_steps", x["summary"]["rl_steps_run"])  # (files before rl_steps: a run never stopped)
     seconds = ", ".join(f"seed {x['key']['seed']}: warm start {x['summary']['warm_start_seconds']:.0f} s{padded(x)}, "
-                        f"RL {x['rl_train_seconds']:.0f} s ({x['summary']['rl_steps_run']} steps), supervised "
+                        f"RL {x['rl_train_seconds']:.0f} s ({steps(x)} steps), supervised "
                         f"{x['sft_seconds']:.0f} s ({x['sft_steps']} steps)" for x in recs)
     overrides = " --set " + " ".join(r["key"]["overrides"]) if r["key"]["overrides"] else ""
     return (f"`python -m rl.tools.lengths --seeds {' '.join(str(x['key']['seed']) for x in recs)}{overrides}` on {r['cpu']} "

@@ -110,6 +110,7 @@ def formats_table(ndigit: int) -> str:
 
 
 PADDED = ["sft_pad_ndigits=40", "rl_pad_ndigits=40", "pad_share=0.5"]  # the padded layouts' runs (docs/results.md)
+CARRY = [*PADDED, "carry_column=true"]  # the same with each operand one leading zero wider (rl/long_env.py)
 
 
 def lengths_table(part: str, overrides=()) -> str:
@@ -239,6 +240,7 @@ BLOCKS = {"what-rl-adds-pass": what_rl_adds_pass, "gpu-presets": gpu_presets, "g
           "lengths": lambda: lengths_table("greedy"), "lengths-pass": lambda: lengths_table("pass"),
           "lengths-padded": lambda: lengths_table("greedy", PADDED),
           "lengths-padded-pass": lambda: lengths_table("pass", PADDED),
+          "lengths-carry": lambda: lengths_table("greedy", CARRY), "lengths-carry-pass": lambda: lengths_table("pass", CARRY),
           "formats-2digit": lambda: formats_table(2), "formats-3digit": lambda: formats_table(3),
           "multiplier3": lambda: end_to_end("Multiplier3RLConfig"),
           **{f"compare-{c}": (lambda c=c: compare_table(c)) for c in TASKS}}
