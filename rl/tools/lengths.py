@@ -130,7 +130,7 @@ def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: i
     launch.run(args, log_path=run_dir.log_path(out))
     summary, rl_seconds = run_dir.read_summary(out), rl_train_seconds(out)
     config = config_from_args(args)
-    if "warm_start_steps" not in summary:  # a continued run's summary is of its last invocation, which loaded a snapshot
+    if "warm_start_steps" not in summary:  # a continued run's summary: its last invocation, which loaded a snapshot
         summary = {**summary, **cached_start(config, world_size=1)}
     envs = environments(config.task_args(), lengths)
     model = GPT(GPTConfig(**config.model_args()))

@@ -240,7 +240,8 @@ BLOCKS = {"what-rl-adds-pass": what_rl_adds_pass, "gpu-presets": gpu_presets, "g
           "lengths": lambda: lengths_table("greedy"), "lengths-pass": lambda: lengths_table("pass"),
           "lengths-padded": lambda: lengths_table("greedy", PADDED),
           "lengths-padded-pass": lambda: lengths_table("pass", PADDED),
-          "lengths-carry": lambda: lengths_table("greedy", CARRY), "lengths-carry-pass": lambda: lengths_table("pass", CARRY),
+          "lengths-carry": lambda: lengths_table("greedy", CARRY),
+          "lengths-carry-pass": lambda: lengths_table("pass", CARRY),
           "formats-2digit": lambda: formats_table(2), "formats-3digit": lambda: formats_table(3),
           "multiplier3": lambda: end_to_end("Multiplier3RLConfig"),
           **{f"compare-{c}": (lambda c=c: compare_table(c)) for c in TASKS}}
