@@ -86,8 +86,13 @@ class WarmStartSettings:
     sft_pad_steps: int = 400
     """with sft_pad_ndigits: supervised steps on padded layouts after the warm start is done (a fresh optimizer,
     10 warmup steps, a cosine to sft_min_lr_ratio); about 9 minutes on the 2-core CPU (> 0)"""
+    sft_seed: int = -1
+    """the warm start's own seed, for its initial weights, problems and dropout (-1: seed): another warm start
+    under the same RL draws, as `--seed=X --rl_train_steps=0` makes it (>= -1)"""
 
     def check_warm_start(self):
+        if self.sft_seed < -1:
+            raise ConfigError(f"sft_seed must be >= -1 (-1: the warm start uses seed), got {self.sft_seed}")
         if self.init_from not in ("sft", "scratch") and not os.path.isfile(self.init_from):
             raise ConfigError(f"init_from={self.init_from!r} is neither 'sft', 'scratch' nor an existing file")
 
@@ -146,7 +151,13 @@ def fingerprint(config, world_size: int) -> dict:
         scarce["sft_min_lr_ratio"] = config.sft_min_lr_ratio
     task = {k: v for k, v in config.task_args().items() if k not in ("rl_pad_ndigits", *PAD_KEYS)}
     return {"version": WARM_START_VERSION, "world_size": world_size, **task, **config.model_args(),
-            **{k: getattr(config, k) for k in FINGERPRINT_KEYS}, **scarce}
+            **{k: getattr(config, k) for k in FINGERPRINT_KEYS}, "seed": warm_start_seed(config), **scarce}
+
+
+def warm_start_seed(config) -> int:
+    """The seed of everything the warm start draws: sft_seed, or seed (-1). A warm start made by --seed=X
+    equals one made by --sft_seed=X under any seed, and its cache serves both (same fingerprint)."""
+    return config.seed if config.sft_seed == -1 else config.sft_seed
 
 
 def padded_fingerprint(config, world_size: int) -> dict:
@@ -221,6 +232,9 @@ def first_phase(config, env: MathEnvironment, policy, info: dist.DistInfo, shoul
             return first_record(snap, cached=True)
         print0(f"Warm start: {path} was made with other settings; training a new one")
 
+    if warm_start_seed(config) != config.seed:  # its own initial weights (progress, if any, then replaces them)
+        torch.manual_seed(config.sft_seed)  # as MathRLTrainer.build seeds them for --seed=sft_seed
+        model.load_state_dict(type(model)(model.config).state_dict())
     outcome = train_warm_start(config, env, policy, info, should_stop)
     if outcome is None:
         return None
@@ -391,11 +405,12 @@ def teacher_forced_step(policy, env: MathEnvironment, optimizer, a, b, device, *
 
 def supervised_step(policy, env: MathEnvironment, optimizer, config, info: dist.DistInfo, step: int):
     """One teacher-forced step on this rank's share of the step's training problems; returns the loss."""
-    seeding.seed_dropout(config.seed, info.rank, step)
-    seeding.set_step_width(env, config.seed, step, seeding.SFT_WIDTHS)  # (the task of many lengths only)
-    problems = seeding.numpy_rng(config.seed, info.rank, step, seeding.SFT_PROBLEMS)
+    seed = warm_start_seed(config)
+    seeding.seed_dropout(seed, info.rank, step)
+    seeding.set_step_width(env, seed, step, seeding.SFT_WIDTHS)  # (the task of many lengths only)
+    problems = seeding.numpy_rng(seed, info.rank, step, seeding.SFT_PROBLEMS)
     a, b = training_pairs(config, env, config.sft_batch_size // info.world_size, problems)
-    positions = seeding.numpy_rng(config.seed, info.rank, step, seeding.POSITIONS)  # nothing drawn for today's tasks
+    positions = seeding.numpy_rng(seed, info.rank, step, seeding.POSITIONS)  # nothing drawn for today's tasks
     return teacher_forced_step(policy, env, optimizer, a, b, info.device, grad_clip=config.grad_clip, rng=positions)
 
 

@@ -442,7 +442,7 @@ def test_original_config_command_prints_the_resolved_config():
 
 # every numeric setting states its range in its docstring, and a value just outside it is refused
 OUTSIDE = {"(> 0)": 0, "(>= 0)": -1, "(in [0, 1])": 1.5, "(in [0, 1))": 1.0, "(1 to 9)": 10, "(in (0, 1))": 1.0,
-           "(in (0, 1])": 1.5}
+           "(in (0, 1])": 1.5, "(>= -1)": -2}
 
 
 def test_every_numeric_setting_states_its_range_and_a_value_outside_it_is_refused():
@@ -450,7 +450,7 @@ def test_every_numeric_setting_states_its_range_and_a_value_outside_it_is_refuse
     for f in fields(BaseRLConfig):
         if field_type(f) not in (int, float) or f.name in ("vocab_size", "max_seq_len"):
             continue
-        stated = re.search(r"\((> 0|>= 0|in \[0, 1\]|in \[0, 1\)|1 to 9|in \(0, 1\)|in \(0, 1\])[;)]", docs[f.name])
+        stated = re.search(r"\((> 0|>= 0|>= -1|in \[0, 1\]|in \[0, 1\)|1 to 9|in \(0, 1\)|in \(0, 1\])[;)]", docs[f.name])
         assert stated, f"{f.name}: no range in its docstring: {docs[f.name]!r}"
         bad = 0.0 if stated.group(1) == "in (0, 1)" and f.name.endswith("_fraction") else \
             OUTSIDE[f"({stated.group(1)})"]

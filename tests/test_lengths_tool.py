@@ -1,12 +1,14 @@
 """rl/tools/lengths.py: the longest length an arm holds, the table over seeds, and the supervised arm."""
 
 import json
+import os
 
 import numpy as np
 import torch
 
 from model.gpt import GPT, GPTConfig
-from rl.long_env import LongAdditionEnvironment
+from rl.long_env import LongAdditionEnvironment, number_lengths
+from rl.math_env import SPLITS
 from rl.tools.lengths import ARMS, longest_holding, supervised_arm, table
 
 
@@ -96,3 +98,66 @@ def test_rl_seconds_count_each_step_line_of_the_metrics_once_and_nothing_else(tm
              {"step": 3, "perf/step_seconds": 1.0}]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert rl_train_seconds(str(tmp_path)) == 3.75
+
+
+def test_warm_start_tries_run_each_once_and_the_best_on_validation_is_chosen(tmp_path, monkeypatch):
+    """choose_warm_start: sft_seed = seed + 1000 k, each try a warm-start-only run in its own folder (the seed's
+    RL settings dropped), judged by try_accuracy (scripted here: its own test is below); the best wins, the
+    earliest on a tie; a try already done is read back, not run again."""
+    from rl.tools import lengths
+    launched = []
+
+    def fake_run(args, log_path):  # stands in for the run: what it would leave behind, a summary
+        out = next(a.split("=", 1)[1] for a in args if a.startswith("--out_dir="))
+        launched.append([a for a in args if a.startswith(("--sft_seed", "--rl_train_steps", "--resume", "--seed"))])
+        with open(os.path.join(out, "summary.json"), "w") as f:
+            json.dump({"warm_start_seconds": 100.0 + len(launched)}, f)
+    scores = {3: 0.5, 1003: 0.9, 2003: 0.9}
+    monkeypatch.setattr(lengths.launch, "run", fake_run)
+    monkeypatch.setattr(lengths, "try_accuracy", lambda config, num: scores[config.sft_seed])
+    out = str(tmp_path / "LongAdderRLConfig-seed3")
+    choice = lengths.choose_warm_start("LongAdderRLConfig", 3, ["rl_train_steps=7", "carry_column=true"], out, 3, 50)
+    assert choice == {"sft_seed": 1003, "length": 20, "num": 50, "accuracy": {"3": 0.5, "1003": 0.9, "2003": 0.9},
+                      "seconds": {"3": 101.0, "1003": 102.0, "2003": 103.0}}
+    assert launched == [["--seed=3", f"--sft_seed={x}", "--rl_train_steps=0", "--resume=never"] for x in (3, 1003, 2003)]
+    assert sorted(os.listdir(out + ".warm-starts")) == ["sft_seed1003", "sft_seed2003", "sft_seed3"]
+    scores[3] = 0.95  # read back: the same folders, nothing run again
+    assert lengths.choose_warm_start("LongAdderRLConfig", 3, [], out, 3, 50)["sft_seed"] == 3 and len(launched) == 3
+
+
+def test_a_try_is_judged_on_validation_sums_of_rl_s_longest_length(tmp_path, monkeypatch):
+    from rl import warm_start
+    from rl.rl_ddp import config_from_args
+    from rl.snapshot import save_atomic
+    from rl.tools import lengths
+    config = config_from_args(["--config_name", "LongAdderRLConfig", f"--out_dir={tmp_path}", "--rl_ndigits=1-12"])
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**config.model_args()))
+    save_atomic({"kind": "warm_start", "model": model.state_dict(), "model_args": config.model_args()},
+                str(tmp_path / "warm_start.pt"))
+    seen = []
+    real = lengths.evaluate
+
+    def spy(model, env, a, b, info, **kw):
+        seen.append((env.split_of(a, b), number_lengths(a), number_lengths(b), kw["split"]))
+        return real(model, env, a, b, info, **kw)
+    monkeypatch.setattr(lengths, "evaluate", spy)
+    assert lengths.try_accuracy(config, 30) == 0.0  # (random weights)
+    [(splits, la, lb, split)] = seen
+    assert split == "validation" and (splits == SPLITS.index("validation")).all() and len(splits) == 30
+    assert (np.maximum(la, lb) == 12).all()
+    assert warm_start.start_path(config) == str(tmp_path / "warm_start.pt")
+
+
+def test_the_chosen_warm_start_replaces_the_run_s_own(tmp_path):
+    from rl.tools.lengths import take_warm_start
+    chosen, out = tmp_path / "try", tmp_path / "run"
+    chosen.mkdir()
+    out.mkdir()
+    (chosen / "warm_start.pt").write_bytes(b"chosen")
+    (chosen / "warm_start_padded.pt").write_bytes(b"chosen, padded")
+    (out / "warm_start.pt").write_bytes(b"the run's own")
+    take_warm_start(str(chosen), str(out))
+    assert sorted(p.name for p in out.iterdir()) == ["warm_start.pt", "warm_start_padded.pt"]
+    assert (out / "warm_start.pt").read_bytes() == b"chosen"
+    assert (out / "warm_start_padded.pt").read_bytes() == b"chosen, padded"

@@ -61,6 +61,21 @@ def test_a_cached_warm_start_gives_exactly_what_training_it_gives(tmp_path):
     assert_same_state(trained, load(tmp_path / "rl_snapshot_4.pt"))
 
 
+def test_sft_seed_makes_the_warm_start_that_seed_makes(tmp_path):
+    """--sft_seed=5 under seed 7 trains exactly the warm start --seed=5 trains (initial weights, problems,
+    dropout), so each one's cache serves the other (one fingerprint); -1, the default, is the run's own seed."""
+    def made(name, **settings):
+        trainer = make_trainer(out_dir=str(tmp_path / name), **SFT, dropout=0.1, **settings)
+        init_policy(trainer.config, trainer.env, trainer.model, DistInfo())
+        return load(tmp_path / name / "warm_start.pt")
+    by_seed, by_sft_seed, own = made("seed5", seed=5), made("sft5", seed=7, sft_seed=5), made("seed7", seed=7)
+    assert by_seed["fingerprint"] == by_sft_seed["fingerprint"] != own["fingerprint"]
+    assert by_sft_seed["fingerprint"]["seed"] == 5 and own["fingerprint"]["seed"] == 7
+    for name in by_seed["model"]:
+        assert torch.equal(by_seed["model"][name], by_sft_seed["model"][name]), name
+    assert not torch.equal(own["model"]["wte.weight"], by_sft_seed["model"]["wte.weight"])
+
+
 def test_a_stopped_warm_start_continues_to_the_same_weights(tmp_path):
     steps_taken = []
 

@@ -49,6 +49,7 @@ ARMS = ("none", "sft", "rl")
 ARM_NAMES = {"none": "warm start only", "sft": "+ supervised", "rl": "+ RL"}
 LENGTHS = (5, 10, 15, 20, 30, 40, 60, 80, 100)
 THRESHOLDS = (0.99, 0.5)
+TRY_STRIDE = 1000  # a seed's k-th warm start try is sft_seed = seed + 1000 k: two seeds' tries never meet (seeds < 1000)
 
 
 def supervised_arm(model, config, env, seconds: float, seed: int) -> dict:
@@ -117,16 +118,69 @@ def rl_train_seconds(out: str) -> float:
     return sum(r["perf/step_seconds"] for r in run_dir.read_metrics(out) if "perf/step_seconds" in r)
 
 
-def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: int, ks: list) -> dict:
-    """One seed: read back from results/lengths/ when its file exists, else run, evaluated and saved."""
-    label = "-".join([config_name, *(["+".join(overrides)] if overrides else []), f"seed{seed}"])
+def try_accuracy(config, num: int) -> float:
+    """Greedy accuracy of the file RL would start from (start_path) on the first `num` validation sums at RL's
+    longest length: how a warm start try is judged (choose_warm_start)."""
+    length = parse_range("rl_ndigits", config.rl_ndigits)[1]
+    env = environments(config.task_args(), [length])["eval"][length]
+    model = GPT(GPTConfig(**config.model_args()))
+    model.load_state_dict(load_snapshot(start_path(config))["model"])
+    a, b = env.eval_operands(num, "validation")
+    return evaluate(model, env, a, b, DistInfo(), batch_size=250, num_mistakes=0, split="validation").accuracy
+
+
+def choose_warm_start(config_name: str, seed: int, overrides: list, out: str, tries: int, num: int) -> dict:
+    """The best of `tries` warm starts, sft_seed = seed, seed + TRY_STRIDE, ... (rl/warm_start.py), by greedy
+    accuracy on validation sums at RL's longest length (try_accuracy; the first tried wins a tie). Each is made by
+    a run with rl_train_steps=0 in a folder of its own, out + ".warm-starts/sft_seed<X>", reused once done (and
+    continued if stopped). Returns {"sft_seed": the chosen, "length", "num", "accuracy": {X: ...}, "seconds": {X:
+    the seconds it took when made}}; a choice that reads validation only, and RL's lengths only."""
+    base = [f"--{kv}" for kv in overrides if not kv.startswith("rl_train_steps=")]  # (no RL step runs here)
+    accuracy, seconds = {}, {}
+    for k in range(tries):
+        x = seed + TRY_STRIDE * k
+        folder = os.path.join(out + ".warm-starts", f"sft_seed{x}")
+        args = ["--config_name", config_name, f"--seed={seed}", "--no_wandb", f"--out_dir={folder}", *base,
+                f"--sft_seed={x}", "--rl_train_steps=0"]
+        if not os.path.exists(run_dir.summary_path(folder)):
+            launch.run([*args, f"--resume={start_or_continue(folder)}"], log_path=run_dir.log_path(folder))
+        config = config_from_args(args)
+        accuracy[str(x)] = try_accuracy(config, num)
+        seconds[str(x)] = round(run_dir.read_summary(folder)["warm_start_seconds"], 1)
+        print(json.dumps({"seed": seed, "warm_start_try": x, "validation_accuracy": accuracy[str(x)]}))
+    best = max(accuracy, key=accuracy.get)  # (max keeps the first of equal values: the earliest try)
+    return {"sft_seed": int(best), "length": parse_range("rl_ndigits", config.rl_ndigits)[1], "num": num,
+            "accuracy": accuracy, "seconds": seconds}
+
+
+def take_warm_start(chosen: str, out: str):
+    """Copy the chosen try's warm start files (the padded phase's too) into the run's folder out, each whole or
+    not at all, in place of whatever warm start out held."""
+    for path in (run_dir.warm_start_path(chosen), run_dir.padded_path(chosen)):
+        if os.path.isfile(path):
+            target = os.path.join(out, os.path.basename(path))
+            shutil.copyfile(path, target + ".tmp")
+            os.replace(target + ".tmp", target)
+
+
+def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: int, ks: list,
+             tries: int = 1) -> dict:
+    """One seed: read back from results/lengths/ when its file exists, else run, evaluated and saved. With
+    tries > 1, RL and the arms start from the best of that many warm starts (choose_warm_start)."""
+    label = "-".join([config_name, *(["+".join(overrides + tries_part(tries))] if overrides or tries > 1 else []),
+                      f"seed{seed}"])
     file = results.path("lengths", label)
     if os.path.exists(file):
         with open(file) as f:
             return json.load(f)
     out = os.path.join("out", "lengths", label)
-    args = ["--config_name", config_name, f"--seed={seed}", "--no_wandb", f"--resume={start_or_continue(out)}",
-            f"--out_dir={out}", *[f"--{kv}" for kv in overrides]]
+    choice = choose_warm_start(config_name, seed, overrides, out, tries, num) if tries > 1 else None
+    resume = start_or_continue(out)
+    if choice and resume == "never":  # (a stopped run continues with the warm start it had: the same choice)
+        take_warm_start(f"{out}.warm-starts{os.sep}sft_seed{choice['sft_seed']}", out)
+    args = ["--config_name", config_name, f"--seed={seed}", "--no_wandb", f"--resume={resume}",
+            f"--out_dir={out}", *[f"--{kv}" for kv in overrides],
+            *([f"--sft_seed={choice['sft_seed']}"] if choice else [])]
     launch.run(args, log_path=run_dir.log_path(out))
     summary, rl_seconds = run_dir.read_summary(out), rl_train_seconds(out)
     config = config_from_args(args)
@@ -148,9 +202,11 @@ def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: i
                                                                     for L, v in arms[arm]["test"].items()}}))
     rec = {"tool": "lengths", **results.machine(),
            "command": f"python -m rl.tools.lengths --config {config_name} --seeds {seed}"
-                      f"{' --set ' + ' '.join(overrides) if overrides else ''}",
-           "key": {"config": config_name, "seed": seed, "overrides": overrides}, "lengths": lengths, "ks": ks,
-           "num_problems": num, "config": run_dir.read_config(out), "summary": summary, **extra,
+                      f"{' --set ' + ' '.join(overrides) if overrides else ''}"
+                      f"{f' --warm_start_tries {tries}' if tries > 1 else ''}",
+           "key": {"config": config_name, "seed": seed, "overrides": overrides, **tries_key(tries)}, "lengths": lengths,
+           "ks": ks, "num_problems": num, "config": run_dir.read_config(out), "summary": summary, **extra,
+           **({"warm_start_choice": choice} if choice else {}),
            "rl_train_seconds": round(rl_seconds, 1), "rl_steps": rl_steps, "arms": arms,
            "rl_curve": [(r["step"], r.get("val/accuracy"), {k[len("val/accuracy_len"):]: v for k, v in r.items()
                                                               if k.startswith("val/accuracy_len")})
@@ -159,10 +215,21 @@ def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: i
     return rec
 
 
-def saved(config: str = "LongAdderRLConfig", overrides: list = (), seeds=None) -> list:
-    """The saved records of config with these overrides (the preset as it ships: none), by seed."""
+def tries_part(tries: int) -> list:
+    """What a choice of warm starts adds to a seed's file name (nothing without one)."""
+    return [f"warm_start_tries={tries}"] if tries > 1 else []
+
+
+def tries_key(tries: int) -> dict:
+    return {"warm_start_tries": tries} if tries > 1 else {}
+
+
+def saved(config: str = "LongAdderRLConfig", overrides: list = (), seeds=None, tries: int = 1) -> list:
+    """The saved records of config with these overrides (the preset as it ships: none) and warm start tries, by
+    seed."""
     recs = [r for r in results.load("lengths") if r["key"]["config"] == config
-            and r["key"]["overrides"] == list(overrides) and (seeds is None or r["key"]["seed"] in seeds)]
+            and r["key"]["overrides"] == list(overrides) and r["key"].get("warm_start_tries", 1) == tries
+            and (seeds is None or r["key"]["seed"] in seeds)]
     return sorted(recs, key=lambda r: r["key"]["seed"])
 
 
@@ -176,9 +243,19 @@ def provenance(recs: list) -> str:
                         f"RL {x['rl_train_seconds']:.0f} s ({steps(x)} steps), supervised "
                         f"{x['sft_seconds']:.0f} s ({x['sft_steps']} steps)" for x in recs)
     overrides = " --set " + " ".join(r["key"]["overrides"]) if r["key"]["overrides"] else ""
-    return (f"`python -m rl.tools.lengths --seeds {' '.join(str(x['key']['seed']) for x in recs)}{overrides}` on {r['cpu']} "
-            f"({r['cores']} cores, {r['threads']} threads, torch {r['torch']}); {r['num_problems']} test problems a "
-            f"length, greedy; {seconds}.")
+    tries = r["key"].get("warm_start_tries", 1)
+    return (f"`python -m rl.tools.lengths --seeds {' '.join(str(x['key']['seed']) for x in recs)}{overrides}"
+            f"{f' --warm_start_tries {tries}' if tries > 1 else ''}` on {r['cpu']} ({r['cores']} cores, "
+            f"{r['threads']} threads, torch {r['torch']}); {r['num_problems']} test problems a length, greedy; "
+            f"{seconds}.{''.join(choice_line(x) for x in recs if 'warm_start_choice' in x)}")
+
+
+def choice_line(rec: dict) -> str:
+    """One sentence: which warm start a seed's arms start from, and what each try scored on validation."""
+    c = rec["warm_start_choice"]
+    scores = ", ".join(f"sft_seed {x}: {a:.3f} ({c['seconds'][x]:.0f} s)" for x, a in c["accuracy"].items())
+    return (f" Seed {rec['key']['seed']} starts from sft_seed {c['sft_seed']}, the best of {len(c['accuracy'])} warm "
+            f"starts on {c['num']} validation sums of {c['length']} digits ({scores}).")
 
 
 def longest_holding(by_length: dict, threshold: float):
@@ -251,18 +328,26 @@ def main():
     parser.add_argument("--k", nargs="+", type=int, default=[1, 8, 64])
     parser.add_argument("--table", action="store_true", help="only the table and plot of the saved files")
     parser.add_argument("--split", default="test", choices=("test", "validation"))
+    parser.add_argument("--warm_start_tries", type=int, default=1, help="RL and the arms start from the best of this "
+                        "many warm starts (sft_seed = seed, seed + 1000, ...), judged on validation sums at RL's "
+                        "longest length")
     args = parser.parse_args()
+    if not 1 <= args.warm_start_tries <= TRY_STRIDE:
+        parser.error(f"--warm_start_tries must be 1 to {TRY_STRIDE}, got {args.warm_start_tries}")
+    if args.warm_start_tries > 1 and any(kv.startswith("sft_seed=") for kv in args.set):
+        parser.error("--warm_start_tries chooses sft_seed itself; leave sft_seed out of --set")
     torch.set_num_threads(torch.get_num_threads())
     if args.table:
-        recs = saved(args.config, args.set, args.seeds)
+        recs = saved(args.config, args.set, args.seeds, args.warm_start_tries)
     else:
-        recs = [run_seed(args.config, s, args.set, sorted(args.ndigits), args.num, sorted(set(args.k)))
-                for s in args.seeds or [0]]
+        recs = [run_seed(args.config, s, args.set, sorted(args.ndigits), args.num, sorted(set(args.k)),
+                         args.warm_start_tries) for s in args.seeds or [0]]
     if not recs:
         raise SystemExit(f"error: no results/lengths/ file for {args.config} with seeds {args.seeds}; "
                          f"run without --table")
     print(table(recs, args.split) + "\n\n" + provenance(recs))
-    path = os.path.join(results.ROOT, "lengths", f"{args.config}{'-' + '+'.join(args.set) if args.set else ''}"
+    named = args.set + tries_part(args.warm_start_tries)
+    path = os.path.join(results.ROOT, "lengths", f"{args.config}{'-' + '+'.join(named) if named else ''}"
                         f"-{args.split}.png")
     plot(recs, path, args.split)
     print(f"plot: {path}")
