@@ -4,6 +4,7 @@ import json
 import os
 
 import numpy as np
+import pytest
 import torch
 
 from model.gpt import GPT, GPTConfig
@@ -161,3 +162,31 @@ def test_the_chosen_warm_start_replaces_the_run_s_own(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["warm_start.pt", "warm_start_padded.pt"]
     assert (out / "warm_start.pt").read_bytes() == b"chosen"
     assert (out / "warm_start_padded.pt").read_bytes() == b"chosen, padded"
+
+
+def test_a_seed_whose_own_warm_start_wins_reads_its_plain_run_back(tmp_path, monkeypatch):
+    """With tries, a seed whose best warm start is its own (sft_seed = seed) is the run without tries: the same
+    warm start file and RL draws. Its saved record is read back (arms, seconds), not run again, and saved under
+    the tries' name with the choice; a seed whose best is another try has no such run to read."""
+    from rl.tools import lengths
+    monkeypatch.setattr(lengths.results, "ROOT", str(tmp_path / "results"))
+    plain = {"key": {"config": "LongAdderRLConfig", "seed": 4, "overrides": ["carry_column=true"]},
+             "command": "python -m rl.tools.lengths --config LongAdderRLConfig --seeds 4 --set carry_column=true",
+             "arms": {"rl": {"test": {"40": {"greedy": 0.93}}}}, "rl_train_seconds": 900.0}
+    lengths.results.save(plain, lengths.results.path("lengths", "LongAdderRLConfig-carry_column=true-seed4"))
+    choice = {"sft_seed": 4, "length": 20, "num": 200, "accuracy": {"4": 0.99, "1004": 0.98}, "seconds": {}}
+    monkeypatch.setattr(lengths, "choose_warm_start", lambda *a: choice)
+    monkeypatch.setattr(lengths.launch, "run", lambda *a, **kw: pytest.fail("ran a run that was saved"))
+    rec = lengths.run_seed("LongAdderRLConfig", 4, ["carry_column=true"], [40], 200, [1], tries=2)
+    assert rec["key"] == {**plain["key"], "warm_start_tries": 2} and rec["arms"] == plain["arms"]
+    assert rec["warm_start_choice"] == choice and rec["rl_train_seconds"] == 900.0
+    assert rec["arms_from"] == os.path.join("lengths", "LongAdderRLConfig-carry_column=true-seed4.json")
+    assert rec["command"] == plain["command"] + " --warm_start_tries 2"
+    saved = tmp_path / "results" / "lengths" / "LongAdderRLConfig-carry_column=true+warm_start_tries=2-seed4.json"
+    assert json.loads(saved.read_text()) == rec
+    assert lengths.saved(overrides=["carry_column=true"], tries=2) == [rec]
+    assert lengths.saved(overrides=["carry_column=true"]) == [plain]
+    choice["sft_seed"] = 1004
+    monkeypatch.chdir(tmp_path)  # (the run's folder: out/lengths/ under the working directory)
+    with pytest.raises(pytest.fail.Exception, match="ran a run"):
+        lengths.run_seed("LongAdderRLConfig", 4, ["carry_column=true"], [40], 200, [1], tries=3)

@@ -166,15 +166,23 @@ def take_warm_start(chosen: str, out: str):
 def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: int, ks: list,
              tries: int = 1) -> dict:
     """One seed: read back from results/lengths/ when its file exists, else run, evaluated and saved. With
-    tries > 1, RL and the arms start from the best of that many warm starts (choose_warm_start)."""
-    label = "-".join([config_name, *(["+".join(overrides + tries_part(tries))] if overrides or tries > 1 else []),
-                      f"seed{seed}"])
+    tries > 1, RL and the arms start from the best of that many warm starts (choose_warm_start); where the seed's
+    own warm start is the best, they are those of its saved run without tries, when there is one (the same run)."""
+    label = seed_label(config_name, overrides + tries_part(tries), seed)
     file = results.path("lengths", label)
     if os.path.exists(file):
         with open(file) as f:
             return json.load(f)
     out = os.path.join("out", "lengths", label)
     choice = choose_warm_start(config_name, seed, overrides, out, tries, num) if tries > 1 else None
+    if choice and choice["sft_seed"] == seed and os.path.exists(plain := results.path("lengths", seed_label(
+            config_name, overrides, seed))):  # its own warm start chosen: the seed's run without tries, saved
+        with open(plain) as f:
+            rec = json.load(f)
+        rec = {**rec, "key": {**rec["key"], **tries_key(tries)}, "command": rec["command"] + f" --warm_start_tries "
+               f"{tries}", "warm_start_choice": choice, "arms_from": os.path.relpath(plain, results.ROOT)}
+        results.save(rec, file)
+        return rec
     resume = start_or_continue(out)
     if choice and resume == "never":  # (a stopped run continues with the warm start it had: the same choice)
         take_warm_start(f"{out}.warm-starts{os.sep}sft_seed{choice['sft_seed']}", out)
@@ -213,6 +221,11 @@ def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: i
                         for r in run_dir.read_metrics(out) if "val/accuracy" in r]}
     results.save(rec, file)
     return rec
+
+
+def seed_label(config_name: str, named: list, seed: int) -> str:
+    """A seed's file and folder name: the config, what --set changes (and warm start tries), the seed."""
+    return "-".join([config_name, *(["+".join(named)] if named else []), f"seed{seed}"])
 
 
 def tries_part(tries: int) -> list:
