@@ -2,6 +2,7 @@
 
     python -m rl.tools.lengths --seeds 0 1 2          # run (or read back) each seed, then the table
     python -m rl.tools.lengths --table                # the table and the plot from the saved files only
+    python -m rl.tools.lengths --seeds 0 1 2 --warm_start_tries 2   # each seed from the better of two warm starts
 
 One seed is one run of the config (LongAdderRLConfig: a warm start on sft_ndigits, 1-10 digits, then RL
 on rl_ndigits, 1-20, for rl_train_steps), then three arms from that run's one warm start:
@@ -23,6 +24,14 @@ run again continues its run from where it stopped, snapshot or warm start progre
 and the evaluations run again. A seed run again once finished (other RL settings, its file moved away)
 reuses the warm start its folder out/lengths/<label>/ holds when every setting that makes it matches, and
 says so in its summary (warm_start_cached, with the seconds it took when made).
+
+How far a warm start reaches past its own lengths varies from seed to seed (docs/results.md), and RL follows it.
+With --warm_start_tries K a seed's arms start from the best of K warm starts, sft_seed = seed, seed + 1000, ...
+(rl/warm_start.py: the warm start's own seed; RL's draws stay the seed's), each made once by a run with
+rl_train_steps=0 in out/lengths/<label>.warm-starts/sft_seed<X>/ and judged by greedy accuracy on the validation
+sums at RL's longest length (20 digits for the preset: a length RL trains on, never a test problem). The record
+keeps each try's accuracy and seconds (warm_start_choice); a seed whose own warm start wins is its run without
+tries, read back from that run's file when saved.
 """
 
 import argparse
