@@ -117,13 +117,19 @@ def test_warm_start_tries_run_each_once_and_the_best_on_validation_is_chosen(tmp
     monkeypatch.setattr(lengths.launch, "run", fake_run)
     monkeypatch.setattr(lengths, "try_accuracy", lambda config, num: scores[config.sft_seed])
     out = str(tmp_path / "LongAdderRLConfig-seed3")
-    choice = lengths.choose_warm_start("LongAdderRLConfig", 3, ["rl_train_steps=7", "carry_column=true"], out, 3, 50)
+    choice = lengths.choose_warm_start("LongAdderRLConfig", 3, ["rl_train_steps=7", "carry_column=true"], out,
+                                       lengths.Tries(3), 50)
     assert choice == {"sft_seed": 1003, "length": 20, "num": 50, "accuracy": {"3": 0.5, "1003": 0.9, "2003": 0.9},
                       "seconds": {"3": 101.0, "1003": 102.0, "2003": 103.0}}
     assert launched == [["--seed=3", f"--sft_seed={x}", "--rl_train_steps=0", "--resume=never"] for x in (3, 1003, 2003)]
     assert sorted(os.listdir(out + ".warm-starts")) == ["sft_seed1003", "sft_seed2003", "sft_seed3"]
     scores[3] = 0.95  # read back: the same folders, nothing run again
-    assert lengths.choose_warm_start("LongAdderRLConfig", 3, [], out, 3, 50)["sft_seed"] == 3 and len(launched) == 3
+    assert lengths.choose_warm_start("LongAdderRLConfig", 3, [], out, lengths.Tries(3), 50)["sft_seed"] == 3
+    assert len(launched) == 3
+    # with a target, the tries stop at the first that reaches it
+    scores.update({3: 0.5, 1003: 0.96, 2003: 0.99})
+    choice = lengths.choose_warm_start("LongAdderRLConfig", 3, [], str(tmp_path / "other"), lengths.Tries(3, 0.95), 50)
+    assert choice["sft_seed"] == 1003 and choice["accuracy"] == {"3": 0.5, "1003": 0.96} and len(launched) == 5
 
 
 def test_a_try_is_judged_on_validation_sums_of_rl_s_longest_length(tmp_path, monkeypatch):
@@ -177,16 +183,19 @@ def test_a_seed_whose_own_warm_start_wins_reads_its_plain_run_back(tmp_path, mon
     choice = {"sft_seed": 4, "length": 20, "num": 200, "accuracy": {"4": 0.99, "1004": 0.98}, "seconds": {}}
     monkeypatch.setattr(lengths, "choose_warm_start", lambda *a: choice)
     monkeypatch.setattr(lengths.launch, "run", lambda *a, **kw: pytest.fail("ran a run that was saved"))
-    rec = lengths.run_seed("LongAdderRLConfig", 4, ["carry_column=true"], [40], 200, [1], tries=2)
-    assert rec["key"] == {**plain["key"], "warm_start_tries": 2} and rec["arms"] == plain["arms"]
+    rec = lengths.run_seed("LongAdderRLConfig", 4, ["carry_column=true"], [40], 200, [1], lengths.Tries(4, 0.95))
+    assert rec["key"] == {**plain["key"], "warm_start_tries": 4, "warm_start_target": 0.95}
+    assert rec["arms"] == plain["arms"]
     assert rec["warm_start_choice"] == choice and rec["rl_train_seconds"] == 900.0
     assert rec["arms_from"] == os.path.join("lengths", "LongAdderRLConfig-carry_column=true-seed4.json")
-    assert rec["command"] == plain["command"] + " --warm_start_tries 2"
-    saved = tmp_path / "results" / "lengths" / "LongAdderRLConfig-carry_column=true+warm_start_tries=2-seed4.json"
+    assert rec["command"] == plain["command"] + " --warm_start_tries 4 --warm_start_target 0.95"
+    saved = tmp_path / "results" / "lengths" / ("LongAdderRLConfig-carry_column=true+warm_start_tries=4+"
+                                                "warm_start_target=0.95-seed4.json")
     assert json.loads(saved.read_text()) == rec
-    assert lengths.saved(overrides=["carry_column=true"], tries=2) == [rec]
+    assert lengths.saved(overrides=["carry_column=true"], tries=lengths.Tries(4, 0.95)) == [rec]
+    assert lengths.saved(overrides=["carry_column=true"], tries=lengths.Tries(4)) == []
     assert lengths.saved(overrides=["carry_column=true"]) == [plain]
     choice["sft_seed"] = 1004
     monkeypatch.chdir(tmp_path)  # (the run's folder: out/lengths/ under the working directory)
     with pytest.raises(pytest.fail.Exception, match="ran a run"):
-        lengths.run_seed("LongAdderRLConfig", 4, ["carry_column=true"], [40], 200, [1], tries=3)
+        lengths.run_seed("LongAdderRLConfig", 4, ["carry_column=true"], [40], 200, [1], lengths.Tries(3))

@@ -38,6 +38,7 @@ import argparse
 import json
 import os
 import shutil
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -138,15 +139,15 @@ def try_accuracy(config, num: int) -> float:
     return evaluate(model, env, a, b, DistInfo(), batch_size=250, num_mistakes=0, split="validation").accuracy
 
 
-def choose_warm_start(config_name: str, seed: int, overrides: list, out: str, tries: int, num: int) -> dict:
-    """The best of `tries` warm starts, sft_seed = seed, seed + TRY_STRIDE, ... (rl/warm_start.py), by greedy
-    accuracy on validation sums at RL's longest length (try_accuracy; the first tried wins a tie). Each is made by
-    a run with rl_train_steps=0 in a folder of its own, out + ".warm-starts/sft_seed<X>", reused once done (and
-    continued if stopped). Returns {"sft_seed": the chosen, "length", "num", "accuracy": {X: ...}, "seconds": {X:
+def choose_warm_start(config_name: str, seed: int, overrides: list, out: str, tries: "Tries", num: int) -> dict:
+    """The best of tries.k warm starts, sft_seed = seed, seed + TRY_STRIDE, ... (rl/warm_start.py), by greedy
+    accuracy on validation sums at RL's longest length (try_accuracy; the first tried wins a tie), the tries
+    stopping at the first that reaches tries.target. Each is made by a run with rl_train_steps=0 in a folder of its
+    own, out + ".warm-starts/sft_seed<X>", reused once done (and continued if stopped). Returns {"sft_seed": the chosen, "length", "num", "accuracy": {X: ...}, "seconds": {X:
     the seconds it took when made}}; a choice that reads validation only, and RL's lengths only."""
     base = [f"--{kv}" for kv in overrides if not kv.startswith("rl_train_steps=")]  # (no RL step runs here)
     accuracy, seconds = {}, {}
-    for k in range(tries):
+    for k in range(tries.k):
         x = seed + TRY_STRIDE * k
         folder = os.path.join(out + ".warm-starts", f"sft_seed{x}")
         args = ["--config_name", config_name, f"--seed={seed}", "--no_wandb", f"--out_dir={folder}", *base,
@@ -157,6 +158,8 @@ def choose_warm_start(config_name: str, seed: int, overrides: list, out: str, tr
         accuracy[str(x)] = try_accuracy(config, num)
         seconds[str(x)] = round(run_dir.read_summary(folder)["warm_start_seconds"], 1)
         print(json.dumps({"seed": seed, "warm_start_try": x, "validation_accuracy": accuracy[str(x)]}))
+        if accuracy[str(x)] >= tries.target:
+            break
     best = max(accuracy, key=accuracy.get)  # (max keeps the first of equal values: the earliest try)
     return {"sft_seed": int(best), "length": parse_range("rl_ndigits", config.rl_ndigits)[1], "num": num,
             "accuracy": accuracy, "seconds": seconds}
@@ -173,23 +176,24 @@ def take_warm_start(chosen: str, out: str):
 
 
 def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: int, ks: list,
-             tries: int = 1) -> dict:
+             tries: "Tries" = None) -> dict:
     """One seed: read back from results/lengths/ when its file exists, else run, evaluated and saved. With
-    tries > 1, RL and the arms start from the best of that many warm starts (choose_warm_start); where the seed's
+    tries.k > 1, RL and the arms start from the best of the warm starts tried (choose_warm_start); where the seed's
     own warm start is the best, they are those of its saved run without tries, when there is one (the same run)."""
-    label = seed_label(config_name, overrides + tries_part(tries), seed)
+    tries = tries or Tries()
+    label = seed_label(config_name, overrides + tries.part(), seed)
     file = results.path("lengths", label)
     if os.path.exists(file):
         with open(file) as f:
             return json.load(f)
     out = os.path.join("out", "lengths", label)
-    choice = choose_warm_start(config_name, seed, overrides, out, tries, num) if tries > 1 else None
+    choice = choose_warm_start(config_name, seed, overrides, out, tries, num) if tries.k > 1 else None
     if choice and choice["sft_seed"] == seed and os.path.exists(plain := results.path("lengths", seed_label(
             config_name, overrides, seed))):  # its own warm start chosen: the seed's run without tries, saved
         with open(plain) as f:
             rec = json.load(f)
-        rec = {**rec, "key": {**rec["key"], **tries_key(tries)}, "command": rec["command"] + f" --warm_start_tries "
-               f"{tries}", "warm_start_choice": choice, "arms_from": os.path.relpath(plain, results.ROOT)}
+        rec = {**rec, "key": {**rec["key"], **tries.key()}, "command": rec["command"] + tries.flags(),
+               "warm_start_choice": choice, "arms_from": os.path.relpath(plain, results.ROOT)}
         results.save(rec, file)
         return rec
     resume = start_or_continue(out)
@@ -220,8 +224,8 @@ def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: i
     rec = {"tool": "lengths", **results.machine(),
            "command": f"python -m rl.tools.lengths --config {config_name} --seeds {seed}"
                       f"{' --set ' + ' '.join(overrides) if overrides else ''}"
-                      f"{f' --warm_start_tries {tries}' if tries > 1 else ''}",
-           "key": {"config": config_name, "seed": seed, "overrides": overrides, **tries_key(tries)}, "lengths": lengths,
+                      f"{tries.flags()}",
+           "key": {"config": config_name, "seed": seed, "overrides": overrides, **tries.key()}, "lengths": lengths,
            "ks": ks, "num_problems": num, "config": run_dir.read_config(out), "summary": summary, **extra,
            **({"warm_start_choice": choice} if choice else {}),
            "rl_train_seconds": round(rl_seconds, 1), "rl_steps": rl_steps, "arms": arms,
@@ -237,20 +241,34 @@ def seed_label(config_name: str, named: list, seed: int) -> str:
     return "-".join([config_name, *(["+".join(named)] if named else []), f"seed{seed}"])
 
 
-def tries_part(tries: int) -> list:
-    """What a choice of warm starts adds to a seed's file name (nothing without one)."""
-    return [f"warm_start_tries={tries}"] if tries > 1 else []
+class Tries(NamedTuple):
+    """A choice of warm starts (choose_warm_start): at most k, stopping at the first that reaches target."""
+    k: int = 1
+    target: float = 1.0
+
+    def key(self) -> dict:
+        """What a record's key adds (nothing without a choice; the target only when it stops the tries)."""
+        return {} if self.k == 1 else {"warm_start_tries": self.k,
+                                       **({"warm_start_target": self.target} if self.target < 1 else {})}
+
+    def part(self) -> list:
+        """What a seed's file name adds."""
+        return [f"{name}={value}" for name, value in self.key().items()]
+
+    def flags(self) -> str:
+        """What the command line adds."""
+        return "".join(f" --{name} {value}" for name, value in self.key().items())
+
+    @classmethod
+    def of(cls, key: dict) -> "Tries":
+        return cls(key.get("warm_start_tries", 1), key.get("warm_start_target", 1.0))
 
 
-def tries_key(tries: int) -> dict:
-    return {"warm_start_tries": tries} if tries > 1 else {}
-
-
-def saved(config: str = "LongAdderRLConfig", overrides: list = (), seeds=None, tries: int = 1) -> list:
-    """The saved records of config with these overrides (the preset as it ships: none) and warm start tries, by
-    seed."""
+def saved(config: str = "LongAdderRLConfig", overrides: list = (), seeds=None, tries: Tries = Tries()) -> list:
+    """The saved records of config with these overrides (the preset as it ships: none) and choice of warm
+    starts, by seed."""
     recs = [r for r in results.load("lengths") if r["key"]["config"] == config
-            and r["key"]["overrides"] == list(overrides) and r["key"].get("warm_start_tries", 1) == tries
+            and r["key"]["overrides"] == list(overrides) and Tries.of(r["key"]) == tries
             and (seeds is None or r["key"]["seed"] in seeds)]
     return sorted(recs, key=lambda r: r["key"]["seed"])
 
@@ -265,9 +283,9 @@ def provenance(recs: list) -> str:
                         f"RL {x['rl_train_seconds']:.0f} s ({steps(x)} steps), supervised "
                         f"{x['sft_seconds']:.0f} s ({x['sft_steps']} steps)" for x in recs)
     overrides = " --set " + " ".join(r["key"]["overrides"]) if r["key"]["overrides"] else ""
-    tries = r["key"].get("warm_start_tries", 1)
+    tries = Tries.of(r["key"])
     return (f"`python -m rl.tools.lengths --seeds {' '.join(str(x['key']['seed']) for x in recs)}{overrides}"
-            f"{f' --warm_start_tries {tries}' if tries > 1 else ''}` on {r['cpu']} ({r['cores']} cores, "
+            f"{tries.flags()}` on {r['cpu']} ({r['cores']} cores, "
             f"{r['threads']} threads, torch {r['torch']}); {r['num_problems']} test problems a length, greedy; "
             f"{seconds}.{''.join(choice_line(x) for x in recs if 'warm_start_choice' in x)}")
 
@@ -350,25 +368,30 @@ def main():
     parser.add_argument("--k", nargs="+", type=int, default=[1, 8, 64])
     parser.add_argument("--table", action="store_true", help="only the table and plot of the saved files")
     parser.add_argument("--split", default="test", choices=("test", "validation"))
-    parser.add_argument("--warm_start_tries", type=int, default=1, help="RL and the arms start from the best of this "
-                        "many warm starts (sft_seed = seed, seed + 1000, ...), judged on validation sums at RL's "
-                        "longest length")
+    parser.add_argument("--warm_start_tries", type=int, default=1, help="RL and the arms start from the best of at "
+                        "most this many warm starts (sft_seed = seed, seed + 1000, ...), judged on validation sums at "
+                        "RL's longest length")
+    parser.add_argument("--warm_start_target", type=float, default=1.0, help="with --warm_start_tries: stop trying "
+                        "at the first warm start this accurate there")
     args = parser.parse_args()
     if not 1 <= args.warm_start_tries <= TRY_STRIDE:
         parser.error(f"--warm_start_tries must be 1 to {TRY_STRIDE}, got {args.warm_start_tries}")
+    if not 0 < args.warm_start_target <= 1:
+        parser.error(f"--warm_start_target must be in (0, 1], got {args.warm_start_target}")
+    tries = Tries(args.warm_start_tries, args.warm_start_target)
     if args.warm_start_tries > 1 and any(kv.startswith("sft_seed=") for kv in args.set):
         parser.error("--warm_start_tries chooses sft_seed itself; leave sft_seed out of --set")
     torch.set_num_threads(torch.get_num_threads())
     if args.table:
-        recs = saved(args.config, args.set, args.seeds, args.warm_start_tries)
+        recs = saved(args.config, args.set, args.seeds, tries)
     else:
         recs = [run_seed(args.config, s, args.set, sorted(args.ndigits), args.num, sorted(set(args.k)),
-                         args.warm_start_tries) for s in args.seeds or [0]]
+                         tries) for s in args.seeds or [0]]
     if not recs:
         raise SystemExit(f"error: no results/lengths/ file for {args.config} with seeds {args.seeds}; "
                          f"run without --table")
     print(table(recs, args.split) + "\n\n" + provenance(recs))
-    named = args.set + tries_part(args.warm_start_tries)
+    named = args.set + tries.part()
     path = os.path.join(results.ROOT, "lengths", f"{args.config}{'-' + '+'.join(named) if named else ''}"
                         f"-{args.split}.png")
     plot(recs, path, args.split)

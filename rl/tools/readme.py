@@ -111,16 +111,19 @@ def formats_table(ndigit: int) -> str:
 
 PADDED = ["sft_pad_ndigits=40", "rl_pad_ndigits=40", "pad_share=0.5"]  # the padded layouts' runs (docs/results.md)
 CARRY = [*PADDED, "carry_column=true"]  # the same with each operand one leading zero wider (rl/long_env.py)
+TRIES = (4, 0.95)  # each seed from the first of at most 4 warm starts at 0.95 on 20-digit validation, else the best
 
 
-def lengths_table(part: str, overrides=()) -> str:
+def lengths_table(part: str, overrides=(), tries=(1, 1.0)) -> str:
     """Past the training lengths: the three arms of LongAdderRLConfig (rl/tools/lengths.py), as it ships or with
-    overrides: greedy accuracy by length ("greedy"), or the exact pass@k ("pass")."""
+    overrides (and a choice of warm starts: tries, its most and its target): greedy accuracy by length ("greedy"),
+    or the exact pass@k ("pass")."""
     from rl.tools import lengths
-    recs = lengths.saved(overrides=overrides)
+    tries = lengths.Tries(*tries)
+    recs = lengths.saved(overrides=overrides, tries=tries)
     if not recs:
         return f"(no results yet: `python -m rl.tools.lengths --seeds 0 1 2{' --set ' if overrides else ''}" \
-               f"{' '.join(overrides)}`)"
+               f"{' '.join(overrides)}{tries.flags()}`)"
     if part == "pass":
         return lengths.pass_table(recs)
     return lengths.greedy_table(recs) + "\n\n" + lengths.provenance(recs)
@@ -242,6 +245,8 @@ BLOCKS = {"what-rl-adds-pass": what_rl_adds_pass, "gpu-presets": gpu_presets, "g
           "lengths-padded-pass": lambda: lengths_table("pass", PADDED),
           "lengths-carry": lambda: lengths_table("greedy", CARRY),
           "lengths-carry-pass": lambda: lengths_table("pass", CARRY),
+          "lengths-carry-tries": lambda: lengths_table("greedy", CARRY, TRIES),
+          "lengths-carry-tries-pass": lambda: lengths_table("pass", CARRY, TRIES),
           "formats-2digit": lambda: formats_table(2), "formats-3digit": lambda: formats_table(3),
           "multiplier3": lambda: end_to_end("Multiplier3RLConfig"),
           **{f"compare-{c}": (lambda c=c: compare_table(c)) for c in TASKS}}
