@@ -2,6 +2,8 @@
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -199,3 +201,16 @@ def test_a_seed_whose_own_warm_start_wins_reads_its_plain_run_back(tmp_path, mon
     monkeypatch.chdir(tmp_path)  # (the run's folder: out/lengths/ under the working directory)
     with pytest.raises(pytest.fail.Exception, match="ran a run"):
         lengths.run_seed("LongAdderRLConfig", 4, ["carry_column=true"], [40], 200, [1], lengths.Tries(3))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--warm_start_tries", "2", "--set", "sft_seed=3"],
+     "--warm_start_tries chooses sft_seed itself; leave sft_seed out of --set"),
+    (["--warm_start_tries", "0"], "--warm_start_tries must be 1 to 1000, got 0"),
+    (["--warm_start_tries", "2", "--warm_start_target", "1.5"], "--warm_start_target must be in (0, 1], got 1.5"),
+])
+def test_a_choice_of_warm_starts_it_cannot_make_is_refused_in_one_line(argv, message, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "rl.tools.lengths", *argv], capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines()[-1] == f"lengths.py: error: {message}"
