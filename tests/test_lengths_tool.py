@@ -214,3 +214,18 @@ def test_a_choice_of_warm_starts_it_cannot_make_is_refused_in_one_line(argv, mes
                           cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.splitlines()[-1] == f"lengths.py: error: {message}"
+
+
+def test_the_choice_line_names_the_warm_start_chosen_each_try_and_their_seconds():
+    from rl.tools.lengths import choice_line
+    key = {"seed": 0, "warm_start_tries": 3, "warm_start_target": 0.95}
+    choice = {"sft_seed": 1000, "length": 20, "num": 200, "accuracy": {"0": 0.57, "1000": 0.725, "2000": 0.72},
+              "seconds": {"0": 925.0, "1000": 978.4, "2000": 790.0}}
+    assert choice_line({"key": key, "warm_start_choice": choice}) == (
+        " Seed 0 starts from sft_seed 1000, the best of the 3 tried, none at 0.95 on 200 validation sums of 20 "
+        "digits (sft_seed 0: 0.570 (925 s), sft_seed 1000: 0.725 (978 s), sft_seed 2000: 0.720 (790 s); 2693 s of "
+        "warm starts in all).")
+    one = {"sft_seed": 1, "length": 20, "num": 200, "accuracy": {"1": 0.99}, "seconds": {"1": 851.0}}
+    assert choice_line({"key": {**key, "seed": 1}, "warm_start_choice": one}) == (
+        " Seed 1 starts from sft_seed 1, the first of its warm starts to reach 0.95 on 200 validation sums of 20 "
+        "digits (sft_seed 1: 0.990 (851 s); 851 s of warm starts in all).")

@@ -291,11 +291,14 @@ def provenance(recs: list) -> str:
 
 
 def choice_line(rec: dict) -> str:
-    """One sentence: which warm start a seed's arms start from, and what each try scored on validation."""
-    c = rec["warm_start_choice"]
+    """One sentence: which warm start a seed's arms start from, what each try scored on validation, and the
+    seconds they took in all."""
+    c, target = rec["warm_start_choice"], Tries.of(rec["key"]).target
     scores = ", ".join(f"sft_seed {x}: {a:.3f} ({c['seconds'][x]:.0f} s)" for x, a in c["accuracy"].items())
-    return (f" Seed {rec['key']['seed']} starts from sft_seed {c['sft_seed']}, the best of {len(c['accuracy'])} warm "
-            f"starts on {c['num']} validation sums of {c['length']} digits ({scores}).")
+    which = (f"the first of its warm starts to reach {target:g}" if c["accuracy"][str(c["sft_seed"])] >= target
+             else f"the best of the {len(c['accuracy'])} tried, none at {target:g}")
+    return (f" Seed {rec['key']['seed']} starts from sft_seed {c['sft_seed']}, {which} on {c['num']} validation sums "
+            f"of {c['length']} digits ({scores}; {sum(c['seconds'].values()):.0f} s of warm starts in all).")
 
 
 def longest_holding(by_length: dict, threshold: float):
