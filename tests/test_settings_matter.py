@@ -166,7 +166,7 @@ WARM = dict(init_from="sft", sft_max_steps=12, sft_batch_size=16, sft_eval_inter
             sft_num_eval=20, sft_warmup_steps=1)  # (a decaying rate shows only past warmup)
 WARM_OPTIONS = {"sft_max_steps": 4, "sft_batch_size": 8, "sft_learning_rate": 3e-3, "sft_warmup_steps": 2,
                 "sft_target_accuracy": 0.7, "sft_eval_interval": 6, "sft_num_eval": 3, "sft_patience": 2,
-                "sft_worked_examples": 64, "sft_min_lr_ratio": 0.1, "dropout": 0.1}
+                "sft_worked_examples": 64, "sft_min_lr_ratio": 0.1, "dropout": 0.1, "sft_seed": 3}
 # settings of the warm start that by design leave its weights alone (still refused without one)
 WARM_RUN_SETTINGS = {"sft_save_interval": "when progress is saved; a continued warm start equals an uninterrupted "
                                           "one (tests/test_warm_start.py)",
