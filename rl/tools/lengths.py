@@ -26,8 +26,9 @@ reuses the warm start its folder out/lengths/<label>/ holds when every setting t
 says so in its summary (warm_start_cached, with the seconds it took when made).
 
 How far a warm start reaches past its own lengths varies from seed to seed (docs/results.md), and RL follows it.
-With --warm_start_tries K a seed's arms start from the best of K warm starts, sft_seed = seed, seed + 1000, ...
-(rl/warm_start.py: the warm start's own seed; RL's draws stay the seed's), each made once by a run with
+With --warm_start_tries K a seed's arms start from the first of at most K warm starts to reach
+--warm_start_target, else the best of them: sft_seed = seed, seed + 1000, ... (rl/warm_start.py: the warm
+start's own seed; RL's draws stay the seed's), each made once by a run with
 rl_train_steps=0 in out/lengths/<label>.warm-starts/sft_seed<X>/ and judged by greedy accuracy on the validation
 sums at RL's longest length (20 digits for the preset: a length RL trains on, never a test problem). The record
 keeps each try's accuracy and seconds (warm_start_choice); a seed whose own warm start wins is its run without
@@ -59,7 +60,30 @@ ARMS = ("none", "sft", "rl")
 ARM_NAMES = {"none": "warm start only", "sft": "+ supervised", "rl": "+ RL"}
 LENGTHS = (5, 10, 15, 20, 30, 40, 60, 80, 100)
 THRESHOLDS = (0.99, 0.5)
-TRY_STRIDE = 1000  # a seed's k-th warm start try is sft_seed = seed + 1000 k: two seeds' tries never meet (seeds < 1000)
+TRY_STRIDE = 1000  # a seed's k-th warm start try is sft_seed = seed + 1000 k: seeds below 1000 never share a try
+
+
+class Tries(NamedTuple):
+    """A choice of warm starts (choose_warm_start): at most k, stopping at the first that reaches target."""
+    k: int = 1
+    target: float = 1.0
+
+    def key(self) -> dict:
+        """What a record's key adds (nothing without a choice; the target only when it stops the tries)."""
+        return {} if self.k == 1 else {"warm_start_tries": self.k,
+                                       **({"warm_start_target": self.target} if self.target < 1 else {})}
+
+    def part(self) -> list:
+        """What a seed's file name adds."""
+        return [f"{name}={value}" for name, value in self.key().items()]
+
+    def flags(self) -> str:
+        """What the command line adds."""
+        return "".join(f" --{name} {value}" for name, value in self.key().items())
+
+    @classmethod
+    def of(cls, key: dict) -> "Tries":
+        return cls(key.get("warm_start_tries", 1), key.get("warm_start_target", 1.0))
 
 
 def supervised_arm(model, config, env, seconds: float, seed: int) -> dict:
@@ -139,12 +163,13 @@ def try_accuracy(config, num: int) -> float:
     return evaluate(model, env, a, b, DistInfo(), batch_size=250, num_mistakes=0, split="validation").accuracy
 
 
-def choose_warm_start(config_name: str, seed: int, overrides: list, out: str, tries: "Tries", num: int) -> dict:
+def choose_warm_start(config_name: str, seed: int, overrides: list, out: str, tries: Tries, num: int) -> dict:
     """The best of tries.k warm starts, sft_seed = seed, seed + TRY_STRIDE, ... (rl/warm_start.py), by greedy
     accuracy on validation sums at RL's longest length (try_accuracy; the first tried wins a tie), the tries
     stopping at the first that reaches tries.target. Each is made by a run with rl_train_steps=0 in a folder of its
-    own, out + ".warm-starts/sft_seed<X>", reused once done (and continued if stopped). Returns {"sft_seed": the chosen, "length", "num", "accuracy": {X: ...}, "seconds": {X:
-    the seconds it took when made}}; a choice that reads validation only, and RL's lengths only."""
+    own, out + ".warm-starts/sft_seed<X>", reused once done (and continued if stopped). Returns {"sft_seed": the
+    chosen, "length", "num", "accuracy": {X: ...}, "seconds": {X: the seconds it took when made}}: a choice that
+    reads validation only, and RL's lengths only."""
     base = [f"--{kv}" for kv in overrides if not kv.startswith("rl_train_steps=")]  # (no RL step runs here)
     accuracy, seconds = {}, {}
     for k in range(tries.k):
@@ -176,7 +201,7 @@ def take_warm_start(chosen: str, out: str):
 
 
 def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: int, ks: list,
-             tries: "Tries" = None) -> dict:
+             tries: Tries = None) -> dict:
     """One seed: read back from results/lengths/ when its file exists, else run, evaluated and saved. With
     tries.k > 1, RL and the arms start from the best of the warm starts tried (choose_warm_start); where the seed's
     own warm start is the best, they are those of its saved run without tries, when there is one (the same run)."""
@@ -188,12 +213,7 @@ def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: i
             return json.load(f)
     out = os.path.join("out", "lengths", label)
     choice = choose_warm_start(config_name, seed, overrides, out, tries, num) if tries.k > 1 else None
-    if choice and choice["sft_seed"] == seed and os.path.exists(plain := results.path("lengths", seed_label(
-            config_name, overrides, seed))):  # its own warm start chosen: the seed's run without tries, saved
-        with open(plain) as f:
-            rec = json.load(f)
-        rec = {**rec, "key": {**rec["key"], **tries.key()}, "command": rec["command"] + tries.flags(),
-               "warm_start_choice": choice, "arms_from": os.path.relpath(plain, results.ROOT)}
+    if choice and (rec := plain_run(config_name, seed, overrides, tries, choice)):
         results.save(rec, file)
         return rec
     resume = start_or_continue(out)
@@ -236,32 +256,21 @@ def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: i
     return rec
 
 
+def plain_run(config_name: str, seed: int, overrides: list, tries: Tries, choice: dict):
+    """The record of a seed whose own warm start was chosen (sft_seed = seed): its saved run without tries, the
+    same warm start file and RL draws, with the choice added; None where another try won or none is saved."""
+    plain = results.path("lengths", seed_label(config_name, overrides, seed))
+    if choice["sft_seed"] != seed or not os.path.exists(plain):
+        return None
+    with open(plain) as f:
+        rec = json.load(f)
+    return {**rec, "key": {**rec["key"], **tries.key()}, "command": rec["command"] + tries.flags(),
+            "warm_start_choice": choice, "arms_from": os.path.relpath(plain, results.ROOT)}
+
+
 def seed_label(config_name: str, named: list, seed: int) -> str:
     """A seed's file and folder name: the config, what --set changes (and warm start tries), the seed."""
     return "-".join([config_name, *(["+".join(named)] if named else []), f"seed{seed}"])
-
-
-class Tries(NamedTuple):
-    """A choice of warm starts (choose_warm_start): at most k, stopping at the first that reaches target."""
-    k: int = 1
-    target: float = 1.0
-
-    def key(self) -> dict:
-        """What a record's key adds (nothing without a choice; the target only when it stops the tries)."""
-        return {} if self.k == 1 else {"warm_start_tries": self.k,
-                                       **({"warm_start_target": self.target} if self.target < 1 else {})}
-
-    def part(self) -> list:
-        """What a seed's file name adds."""
-        return [f"{name}={value}" for name, value in self.key().items()]
-
-    def flags(self) -> str:
-        """What the command line adds."""
-        return "".join(f" --{name} {value}" for name, value in self.key().items())
-
-    @classmethod
-    def of(cls, key: dict) -> "Tries":
-        return cls(key.get("warm_start_tries", 1), key.get("warm_start_target", 1.0))
 
 
 def saved(config: str = "LongAdderRLConfig", overrides: list = (), seeds=None, tries: Tries = Tries()) -> list:
