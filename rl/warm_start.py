@@ -133,7 +133,7 @@ WARM_START_FIELDS = tuple(f.name for f in fields(WarmStartSettings) if f.name !=
 # (rl/long_env.py). 5: the warm start's position offsets of the task of many lengths reach RL's ids.
 WARM_START_VERSION = 5
 PADDED_WARMUP = 10  # the padded phase's warmup steps: the supervised arm's (rl/tools/benchmark.py)
-FINGERPRINT_KEYS = ("seed", "sft_max_steps", "sft_batch_size", "sft_learning_rate", "sft_warmup_steps",
+FINGERPRINT_KEYS = ("sft_max_steps", "sft_batch_size", "sft_learning_rate", "sft_warmup_steps",
                     "sft_target_accuracy", "sft_eval_interval", "sft_num_eval", "weight_decay", "adam_beta1",
                     "adam_beta2", "grad_clip")
 
@@ -151,7 +151,7 @@ def fingerprint(config, world_size: int) -> dict:
         scarce["sft_min_lr_ratio"] = config.sft_min_lr_ratio
     task = {k: v for k, v in config.task_args().items() if k not in ("rl_pad_ndigits", *PAD_KEYS)}
     return {"version": WARM_START_VERSION, "world_size": world_size, **task, **config.model_args(),
-            **{k: getattr(config, k) for k in FINGERPRINT_KEYS}, "seed": warm_start_seed(config), **scarce}
+            "seed": warm_start_seed(config), **{k: getattr(config, k) for k in FINGERPRINT_KEYS}, **scarce}
 
 
 def warm_start_seed(config) -> int:

@@ -174,7 +174,7 @@ def choose_warm_start(config_name: str, seed: int, overrides: list, out: str, tr
     accuracy, seconds = {}, {}
     for k in range(tries.k):
         x = seed + TRY_STRIDE * k
-        folder = os.path.join(out + ".warm-starts", f"sft_seed{x}")
+        folder = try_folder(out, x)
         args = ["--config_name", config_name, f"--seed={seed}", "--no_wandb", f"--out_dir={folder}", *base,
                 f"--sft_seed={x}", "--rl_train_steps=0"]
         if not os.path.exists(run_dir.summary_path(folder)):
@@ -188,6 +188,11 @@ def choose_warm_start(config_name: str, seed: int, overrides: list, out: str, tr
     best = max(accuracy, key=accuracy.get)  # (max keeps the first of equal values: the earliest try)
     return {"sft_seed": int(best), "length": parse_range("rl_ndigits", config.rl_ndigits)[1], "num": num,
             "accuracy": accuracy, "seconds": seconds}
+
+
+def try_folder(out: str, sft_seed: int) -> str:
+    """The folder of the warm start try sft_seed of the seed whose run's folder is out."""
+    return os.path.join(out + ".warm-starts", f"sft_seed{sft_seed}")
 
 
 def take_warm_start(chosen: str, out: str):
@@ -218,7 +223,7 @@ def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: i
         return rec
     resume = start_or_continue(out)
     if choice and resume == "never":  # (a stopped run continues with the warm start it had: the same choice)
-        take_warm_start(f"{out}.warm-starts{os.sep}sft_seed{choice['sft_seed']}", out)
+        take_warm_start(try_folder(out, choice["sft_seed"]), out)
     args = ["--config_name", config_name, f"--seed={seed}", "--no_wandb", f"--resume={resume}",
             f"--out_dir={out}", *[f"--{kv}" for kv in overrides],
             *([f"--sft_seed={choice['sft_seed']}"] if choice else [])]
