@@ -238,12 +238,14 @@ class LongAdditionEnvironment:
         self.prompt_len, self.answer_len = 2 * (written + self.carry_column) + 2, written + 2 - self.known_length
         self.final_slice = slice(0, self.answer_len)
 
-    def unpadded(self) -> "LongAdditionEnvironment":
-        """This environment without its padding, at the range's longest width (the warm start's first phase)."""
+    def unpadded(self, pad_share: float = 0.0) -> "LongAdditionEnvironment":
+        """This environment without its padding, at the range's longest width (the warm start's first phase); with
+        pad_share > 0, padding that share of steps as this one pads them (sft_first_pad_share)."""
         return LongAdditionEnvironment((self.lo, self.hi), positions=self.positions,
                                        max_position_offset=self.max_position_offset, test_fraction=self.test_fraction,
                                        validation_fraction=self.validation_fraction, known_length=self.known_length,
-                                       carry_column=self.carry_column)
+                                       carry_column=self.carry_column, pad_ndigits=self.pad_ndigits if pad_share else 0,
+                                       pad_share=pad_share or 1.0)
 
     def draw_written(self, width: int, rng: np.random.Generator) -> int:
         """The width a step's problems of `width` digits are written at: uniform over width .. pad_ndigits (their

@@ -19,7 +19,8 @@ out_dir/warm_start_progress.pt; the same command continues from there. Its probl
 are functions of the step (rl/seeding.py), so a continued warm start equals an uninterrupted one.
 
 With `sft_pad_ndigits` (the task of many lengths, rl/long_env.py) the warm start has a second phase:
-once the one above is done on unpadded layouts (cached as ever in warm_start.pt), `sft_pad_steps` more
+once the one above is done on unpadded layouts (cached as ever in warm_start.pt; `sft_first_pad_share` pads a
+share of its steps too), `sft_pad_steps` more
 teacher-forced steps on the same lengths, some written wider with leading zeros, cached in
 out_dir/warm_start_padded.pt, which RL then starts from. (Padded from random weights, the warm start did
 not learn to add at all; padded after it, supervised steps on numbers of at most 10 digits carried
@@ -89,6 +90,9 @@ class WarmStartSettings:
     sft_seed: int = -1
     """the warm start's own seed, for its initial weights, problems and dropout (-1: seed): another warm start
     under the same RL draws, as `--seed=X --rl_train_steps=0` makes it (>= -1)"""
+    sft_first_pad_share: float = 0.0
+    """with sft_pad_ndigits: the share of the first phase's steps padded too (as the padded phase pads), so the warm
+    start reads long layouts from its start (docs/results.md "Padding in the first phase"); 0 = none (in [0, 1])"""
 
     def check_warm_start(self):
         if self.sft_seed < -1:
@@ -121,7 +125,7 @@ class WarmStartSettings:
                  "applies only to the warm start, init_from=sft (RL samples and updates in eval mode)"),
                 (WARM_START_FIELDS[1:] + ("dropout",), self.sft_max_steps == 0,
                  "needs sft_max_steps > 0 (no warm start step runs)"),
-                (("sft_pad_steps",), not getattr(self, "sft_pad_ndigits", 0),
+                (("sft_pad_steps", "sft_first_pad_share"), not getattr(self, "sft_pad_ndigits", 0),
                  "belongs to sft_pad_ndigits (rl/long_env.py)")]
 
 
@@ -131,6 +135,7 @@ WARM_START_FIELDS = tuple(f.name for f in fields(WarmStartSettings) if f.name !=
 # made by the old code are not reused. 2: one optimizer for both phases (no decay on LayerNorm
 # gains), the validation split. 3: checks every step from half the target. 4: coupled ids of "+" and "="
 # (rl/long_env.py). 5: the warm start's position offsets of the task of many lengths reach RL's ids.
+# (sft_first_pad_share enters the fingerprint only when set: no bump.)
 WARM_START_VERSION = 5
 PADDED_WARMUP = 10  # the padded phase's warmup steps: the supervised arm's (rl/tools/benchmark.py)
 FINGERPRINT_KEYS = ("sft_max_steps", "sft_batch_size", "sft_learning_rate", "sft_warmup_steps",
@@ -144,11 +149,14 @@ PAD_KEYS = ("sft_pad_ndigits", "pad_share", "sft_pad_steps")  # the padded phase
 def fingerprint(config, world_size: int) -> dict:
     """Everything that determines the warm start (its first phase, unpadded); a cached one is reused only if
     it all matches. The world size is part of it: each rank draws its own share of every batch. The two
-    settings of a scarce warm start and a decaying rate enter only when set, so the caches made before they
-    existed stay valid; padding (RL's, or the padded phase's) not at all, so one warm start serves them all."""
+    settings of a scarce warm start, a decaying rate and a padded first phase enter only when set, so the caches
+    made before they existed stay valid; other padding (RL's, or the padded phase's) not at all, so one warm start
+    serves them all."""
     scarce = {k: getattr(config, k) for k in ("sft_worked_examples", "sft_patience") if getattr(config, k)}
     if config.sft_min_lr_ratio != 1.0:  # (likewise only when set)
         scarce["sft_min_lr_ratio"] = config.sft_min_lr_ratio
+    if config.sft_first_pad_share:  # (and then the widths its steps are padded to)
+        scarce.update(sft_first_pad_share=config.sft_first_pad_share, sft_pad_ndigits=config.sft_pad_ndigits)
     task = {k: v for k, v in config.task_args().items() if k not in ("rl_pad_ndigits", *PAD_KEYS)}
     return {"version": WARM_START_VERSION, "world_size": world_size, **task, **config.model_args(),
             "seed": warm_start_seed(config), **{k: getattr(config, k) for k in FINGERPRINT_KEYS}, **scarce}
@@ -213,7 +221,7 @@ def init_policy(config, env: MathEnvironment, policy, info: dist.DistInfo,
         print0(f"Init: weights from {config.init_from}")
         return {"init_from": config.init_from}
     padded = getattr(config, "sft_pad_ndigits", 0)
-    done = first_phase(config, env.unpadded() if padded else env, policy, info, should_stop)
+    done = first_phase(config, env.unpadded(config.sft_first_pad_share) if padded else env, policy, info, should_stop)
     if done is None or not padded:
         return done
     return padded_phase(config, env, policy, info, should_stop, done)

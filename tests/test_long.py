@@ -231,6 +231,43 @@ def test_the_padded_phase_continues_the_unpadded_warm_start_and_is_cached_apart(
     assert first["fingerprint"] == fingerprint(config, 1) and padded["fingerprint"] == padded_fingerprint(config, 1)
 
 
+def test_sft_first_pad_share_pads_a_share_of_the_first_phase_and_keys_its_cache(tmp_path, monkeypatch):
+    """sft_first_pad_share: the first phase pads about that share of its steps as the padded phase pads them (up to
+    sft_pad_ndigits), its check stays at the range's longest width unpadded, and its warm_start.pt is another file,
+    keyed by the share and the width; unset, the key is the one made before the setting existed. Refused without
+    sft_pad_ndigits."""
+    from rl import warm_start
+    from rl.errors import ConfigError
+    checked = []
+    real_evaluate = warm_start.evaluate
+    monkeypatch.setattr(warm_start, "evaluate", lambda model, env, *a, **kw: checked.append(
+        (env.number_width, env.width, env.pad_ndigits)) or real_evaluate(model, env, *a, **kw))
+    plain, _, _ = padded_phase_run(tmp_path / "plain", monkeypatch, sft_pad_steps=1)
+    assert checked == [(3, 3, 0), (3, 3, 0)]  # each phase's check: 3 digits written at 3 (rl/warm_start.py)
+    checked.clear()
+    share, steps, _ = padded_phase_run(tmp_path / "share", monkeypatch, sft_first_pad_share=1.0, sft_pad_steps=1)
+    assert len(steps) == 5 and all(width <= written <= 9 for _, width, written in steps[:4])
+    assert sum(written > width for _, width, written in steps[:4]) >= 3  # (a draw may write a step at its own width)
+    assert checked == [(3, 3, 9), (3, 3, 0)]  # the first phase's: still 3 digits at 3, in the padded environment
+    first = load_file(tmp_path / "share" / "warm_start.pt")
+    assert not all(torch.equal(v, load_file(tmp_path / "plain" / "warm_start.pt")["model"][k])
+                   for k, v in first["model"].items())
+    config = make_config_of({**PADDED_PHASE, "sft_first_pad_share": 1.0})
+    unset = warm_start.fingerprint(make_config_of(PADDED_PHASE), 1)
+    assert first["fingerprint"] == warm_start.fingerprint(config, 1) == {
+        **unset, "sft_first_pad_share": 1.0, "sft_pad_ndigits": 9}
+    assert "sft_first_pad_share" not in unset and plain["warm_start_steps"] == share["warm_start_steps"] == 5
+    quarter, steps, _ = padded_phase_run(tmp_path / "quarter", monkeypatch, sft_first_pad_share=0.25, sft_max_steps=40,
+                                         sft_eval_interval=40, sft_pad_steps=1)
+    padded = [written > width for _, width, written in steps[:40] if width < 9]
+    assert 0 < sum(padded) < len(padded) / 2  # about a quarter of the steps (9 of 37 drawn here)
+    with pytest.raises(ConfigError, match=re.escape(
+            "sft_first_pad_share=0.5 has no effect here: it belongs to sft_pad_ndigits (rl/long_env.py); set that, "
+            "or leave sft_first_pad_share unset")):
+        make_config_of({**{k: v for k, v in PADDED_PHASE.items() if not k.startswith("sft_pad")},
+                        "sft_first_pad_share": 0.5})
+
+
 def test_a_stopped_padded_phase_continues_to_the_same_weights(tmp_path, monkeypatch):
     straight, _, _ = padded_phase_run(tmp_path / "straight", monkeypatch)
     assert padded_phase_run(tmp_path / "stopped", monkeypatch, stop_after=6)[0] is None  # 2 padded steps done

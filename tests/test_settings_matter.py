@@ -172,10 +172,12 @@ WARM_RUN_SETTINGS = {"sft_save_interval": "when progress is saved; a continued w
                                           "one (tests/test_warm_start.py)",
                      "sft_pad_steps": "the padded phase's length, refused without sft_pad_ndigits; with it, another "
                                       "length retrains that phase (tests/test_long.py)"}
+# settings of the warm start that change its weights only with sft_pad_ndigits (tests/test_long.py), refused without
+WARM_PADDED_OPTIONS = {"sft_first_pad_share": 0.5}
 
 
 def test_every_warm_start_setting_changes_its_weights_or_is_refused(tmp_path, monkeypatch):
-    assert sorted([*WARM_OPTIONS, *WARM_RUN_SETTINGS]) == sorted([*WARM_START_FIELDS, "dropout"])
+    assert sorted([*WARM_OPTIONS, *WARM_RUN_SETTINGS, *WARM_PADDED_OPTIONS]) == sorted([*WARM_START_FIELDS, "dropout"])
     steps = []
     real_step = warm_start.supervised_step
     monkeypatch.setattr(warm_start, "supervised_step", lambda *a: steps.append(a[-1]) or real_step(*a))
@@ -192,7 +194,7 @@ def test_every_warm_start_setting_changes_its_weights_or_is_refused(tmp_path, mo
     base = weights()
     assert len(steps) == 5
     silent = []
-    for name, value in {**WARM_OPTIONS, **{name: 7 for name in WARM_RUN_SETTINGS}}.items():
+    for name, value in {**WARM_OPTIONS, **{name: 7 for name in WARM_RUN_SETTINGS}, **WARM_PADDED_OPTIONS}.items():
         for start in (dict(init_from="scratch"), dict(init_from="sft", sft_max_steps=0)):  # no warm start: refused
             if name != "sft_max_steps" or start["init_from"] == "scratch":
                 with pytest.raises(ConfigError, match=f"^{name}={value} has no effect here: it "):
