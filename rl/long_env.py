@@ -238,9 +238,13 @@ class LongAdditionEnvironment:
         self.prompt_len, self.answer_len = 2 * (written + self.carry_column) + 2, written + 2 - self.known_length
         self.final_slice = slice(0, self.answer_len)
 
-    def unpadded(self, pad_share: float = 0.0) -> "LongAdditionEnvironment":
-        """This environment without its padding, at the range's longest width (the warm start's first phase); with
-        pad_share > 0, padding that share of steps as this one pads them (sft_first_pad_share)."""
+    def unpadded(self) -> "LongAdditionEnvironment":
+        """This environment without its padding, at the range's longest width (the warm start's first phase)."""
+        return self.with_pad_share(0.0)
+
+    def with_pad_share(self, pad_share: float) -> "LongAdditionEnvironment":
+        """This environment at the range's longest width, padding a share pad_share of steps as this one pads them
+        (0: none, unpadded(); the warm start's first phase with sft_first_pad_share)."""
         return LongAdditionEnvironment((self.lo, self.hi), positions=self.positions,
                                        max_position_offset=self.max_position_offset, test_fraction=self.test_fraction,
                                        validation_fraction=self.validation_fraction, known_length=self.known_length,

@@ -152,14 +152,14 @@ def fingerprint(config, world_size: int) -> dict:
     settings of a scarce warm start, a decaying rate and a padded first phase enter only when set, so the caches
     made before they existed stay valid; other padding (RL's, or the padded phase's) not at all, so one warm start
     serves them all."""
-    scarce = {k: getattr(config, k) for k in ("sft_worked_examples", "sft_patience") if getattr(config, k)}
+    when_set = {k: getattr(config, k) for k in ("sft_worked_examples", "sft_patience") if getattr(config, k)}
     if config.sft_min_lr_ratio != 1.0:  # (likewise only when set)
-        scarce["sft_min_lr_ratio"] = config.sft_min_lr_ratio
+        when_set["sft_min_lr_ratio"] = config.sft_min_lr_ratio
     if config.sft_first_pad_share:  # (and then the widths its steps are padded to)
-        scarce.update(sft_first_pad_share=config.sft_first_pad_share, sft_pad_ndigits=config.sft_pad_ndigits)
+        when_set.update(sft_first_pad_share=config.sft_first_pad_share, sft_pad_ndigits=config.sft_pad_ndigits)
     task = {k: v for k, v in config.task_args().items() if k not in ("rl_pad_ndigits", *PAD_KEYS)}
     return {"version": WARM_START_VERSION, "world_size": world_size, **task, **config.model_args(),
-            "seed": warm_start_seed(config), **{k: getattr(config, k) for k in FINGERPRINT_KEYS}, **scarce}
+            "seed": warm_start_seed(config), **{k: getattr(config, k) for k in FINGERPRINT_KEYS}, **when_set}
 
 
 def warm_start_seed(config) -> int:
@@ -221,7 +221,8 @@ def init_policy(config, env: MathEnvironment, policy, info: dist.DistInfo,
         print0(f"Init: weights from {config.init_from}")
         return {"init_from": config.init_from}
     padded = getattr(config, "sft_pad_ndigits", 0)
-    done = first_phase(config, env.unpadded(config.sft_first_pad_share) if padded else env, policy, info, should_stop)
+    first_env = env.with_pad_share(config.sft_first_pad_share) if padded else env  # (share 0: unpadded)
+    done = first_phase(config, first_env, policy, info, should_stop)
     if done is None or not padded:
         return done
     return padded_phase(config, env, policy, info, should_stop, done)
