@@ -20,7 +20,7 @@ are functions of the step (rl/seeding.py), so a continued warm start equals an u
 
 With `sft_pad_ndigits` (the task of many lengths, rl/long_env.py) the warm start has a second phase:
 once the one above is done on unpadded layouts (cached as ever in warm_start.pt; `sft_first_pad_share` pads a
-share of its steps too), `sft_pad_steps` more
+share of its steps too, from the first check at `sft_first_pad_from` on), `sft_pad_steps` more
 teacher-forced steps on the same lengths, some written wider with leading zeros, cached in
 out_dir/warm_start_padded.pt, which RL then starts from. (Padded from random weights, the warm start did
 not learn to add at all; padded after it, supervised steps on numbers of at most 10 digits carried
@@ -93,6 +93,10 @@ class WarmStartSettings:
     sft_first_pad_share: float = 0.0
     """with sft_pad_ndigits: the share of the first phase's steps padded too (as the padded phase pads), so the warm
     start reads long layouts from its start (docs/results.md "Padding in the first phase"); 0 = none (in [0, 1])"""
+    sft_first_pad_from: float = 0.0
+    """with sft_first_pad_share: pad the first phase's steps only from the first validation check at or above this
+    accuracy on, so it learns to add on its own layouts first (padded from the start, it can stall); 0 = from its
+    first step (in [0, 1])"""
 
     def check_warm_start(self):
         if self.sft_seed < -1:
@@ -126,7 +130,8 @@ class WarmStartSettings:
                 (WARM_START_FIELDS[1:] + ("dropout",), self.sft_max_steps == 0,
                  "needs sft_max_steps > 0 (no warm start step runs)"),
                 (("sft_pad_steps", "sft_first_pad_share"), not getattr(self, "sft_pad_ndigits", 0),
-                 "belongs to sft_pad_ndigits (rl/long_env.py)")]
+                 "belongs to sft_pad_ndigits (rl/long_env.py)"),
+                (("sft_first_pad_from",), not self.sft_first_pad_share, "belongs to sft_first_pad_share")]
 
 
 WARM_START_FIELDS = tuple(f.name for f in fields(WarmStartSettings) if f.name != "init_from")  # the sft_ ones
@@ -135,7 +140,7 @@ WARM_START_FIELDS = tuple(f.name for f in fields(WarmStartSettings) if f.name !=
 # made by the old code are not reused. 2: one optimizer for both phases (no decay on LayerNorm
 # gains), the validation split. 3: checks every step from half the target. 4: coupled ids of "+" and "="
 # (rl/long_env.py). 5: the warm start's position offsets of the task of many lengths reach RL's ids.
-# (sft_first_pad_share enters the fingerprint only when set: no bump.)
+# (sft_first_pad_share and sft_first_pad_from enter the fingerprint only when set: no bump.)
 WARM_START_VERSION = 5
 PADDED_WARMUP = 10  # the padded phase's warmup steps: the supervised arm's (rl/tools/benchmark.py)
 FINGERPRINT_KEYS = ("sft_max_steps", "sft_batch_size", "sft_learning_rate", "sft_warmup_steps",
@@ -157,6 +162,8 @@ def fingerprint(config, world_size: int) -> dict:
         when_set["sft_min_lr_ratio"] = config.sft_min_lr_ratio
     if config.sft_first_pad_share:  # (and then the widths its steps are padded to)
         when_set.update(sft_first_pad_share=config.sft_first_pad_share, sft_pad_ndigits=config.sft_pad_ndigits)
+    if config.sft_first_pad_from:
+        when_set["sft_first_pad_from"] = config.sft_first_pad_from
     task = {k: v for k, v in config.task_args().items() if k not in ("rl_pad_ndigits", *PAD_KEYS)}
     return {"version": WARM_START_VERSION, "world_size": world_size, **task, **config.model_args(),
             "seed": warm_start_seed(config), **{k: getattr(config, k) for k in FINGERPRINT_KEYS}, **when_set}
@@ -369,7 +376,8 @@ def restore_progress(config, model, optimizer, scheduler, world_size: int, *, ke
     into the model, optimizer and scheduler; returns its step, last validation accuracy and seconds (zeros if
     none)."""
     path = progress_path(config.out_dir)
-    fresh = {"step": 0, "accuracy": 0.0, "seconds": 0.0, "best": 0.0, "best_step": 0, "best_model": None}
+    fresh = {"step": 0, "accuracy": 0.0, "seconds": 0.0, "best": 0.0, "best_step": 0, "best_model": None,
+             "pad_from_step": -1}  # (-1: not padding yet, sft_first_pad_from)
     if not os.path.isfile(path):
         return fresh
     try:
@@ -384,7 +392,7 @@ def restore_progress(config, model, optimizer, scheduler, world_size: int, *, ke
     optimizer.load_state_dict(progress["optimizer"])
     scheduler.load_state_dict(progress["scheduler"])
     print0(f"Warm start: continuing from step {progress['step']} ({path})")
-    return {k: progress.get(k, v) for k, v in fresh.items()}  # files from before patience lack best
+    return {k: progress.get(k, v) for k, v in fresh.items()}  # files from before patience lack best, and so on
 
 
 def save_progress(config, model, optimizer, scheduler, state: dict, info: dist.DistInfo, *, key=None):
@@ -459,9 +467,10 @@ def train_warm_start(config, env: MathEnvironment, policy, info: dist.DistInfo,
            f"steps{'' if c.sft_patience else ', every step from half the target'}; at most {c.sft_max_steps} steps)")
     bar = tqdm(total=c.sft_max_steps, initial=state["step"], desc="warm start", disable=not info.show_progress,
                dynamic_ncols=True)
+    plain = env.unpadded() if c.sft_first_pad_from else env  # (the steps' layouts until padding begins)
     model.train()
     while state["step"] < c.sft_max_steps:
-        loss = supervised_step(policy, env, optimizer, c, info, state["step"])
+        loss = supervised_step(policy, step_env(c, env, plain, state), optimizer, c, info, state["step"])
         scheduler.step()
         state["step"] += 1
         step = state["step"]
@@ -490,6 +499,17 @@ def train_warm_start(config, env: MathEnvironment, policy, info: dist.DistInfo,
     bar.close()
     optimizer.zero_grad(set_to_none=True)  # leave no gradients behind: RL must start as from the cached file
     return report(c, state["step"], state["accuracy"], time.time() - t0, state["best_step"])
+
+
+def step_env(c, env, plain, state: dict):
+    """The first phase's environment for this step: `plain` (unpadded) until a validation check has reached
+    sft_first_pad_from, `env` (padding a share sft_first_pad_share of steps) from then on, whatever comes after."""
+    if state["pad_from_step"] < 0 and state["accuracy"] >= c.sft_first_pad_from:
+        state["pad_from_step"] = state["step"]
+        if c.sft_first_pad_from:
+            print0(f"Warm start: validation {state['accuracy']:.3f} >= sft_first_pad_from={c.sft_first_pad_from}; "
+                   f"padding a share {c.sft_first_pad_share} of the steps from step {state['step']} on")
+    return env if state["pad_from_step"] >= 0 else plain
 
 
 def check_done(c, model, state: dict, step: int) -> bool:

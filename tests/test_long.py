@@ -2,6 +2,7 @@
 Run: python -m pytest tests/test_long.py"""
 
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -183,16 +184,20 @@ PADDED_PHASE = dict(rl_ndigits="1-3", sft_ndigits="1-3", eval_ndigits="", positi
                     sft_pad_ndigits=9, sft_pad_steps=5)
 
 
-def padded_phase_run(out_dir, monkeypatch, stop_after=None, **change):
+def padded_phase_run(out_dir, monkeypatch, stop_after=None, spy=None, **change):
     """init_policy of a tiny warm start with its padded phase; returns (its record, [(step, number width, written
-    width)] of each supervised step taken)."""
+    width)] of each supervised step taken); `spy`, a list, gets the same entries as they are taken."""
     from helpers import make_trainer
     from rl import warm_start
     from rl.dist import DistInfo
-    steps, real_step, real_tf = [], warm_start.supervised_step, warm_start.teacher_forced_step
-    monkeypatch.setattr(warm_start, "supervised_step", lambda *a: steps.append([a[-1]]) or real_step(*a))
-    monkeypatch.setattr(warm_start, "teacher_forced_step", lambda policy, env, *a, **kw: steps[-1].extend(
-        [env.number_width, env.width]) or real_tf(policy, env, *a, **kw))
+    steps = [] if spy is None else spy
+    # the module's own functions, not an earlier call's spies (which would count each step again)
+    real_step, real_tf = (getattr(f, "real", f) for f in (warm_start.supervised_step, warm_start.teacher_forced_step))
+    spy_step = lambda *a: steps.append([a[-1]]) or real_step(*a)
+    spy_tf = lambda policy, env, *a, **kw: steps[-1].extend([env.number_width, env.width]) or real_tf(policy, env, *a, **kw)
+    spy_step.real, spy_tf.real = real_step, real_tf
+    monkeypatch.setattr(warm_start, "supervised_step", spy_step)
+    monkeypatch.setattr(warm_start, "teacher_forced_step", spy_tf)
     trainer = make_trainer(out_dir=str(out_dir), **{**PADDED_PHASE, **change})
     record = warm_start.init_policy(trainer.config, trainer.sft_env, trainer.model, DistInfo(),
                                     lambda: stop_after is not None and len(steps) == stop_after)
@@ -266,6 +271,47 @@ def test_sft_first_pad_share_pads_a_share_of_the_first_phase_and_keys_its_cache(
             "or leave sft_first_pad_share unset")):
         make_config_of({**{k: v for k, v in PADDED_PHASE.items() if not k.startswith("sft_pad")},
                         "sft_first_pad_share": 0.5})
+
+
+def test_sft_first_pad_from_pads_the_first_phase_only_from_the_check_that_reached_it(tmp_path, monkeypatch):
+    """sft_first_pad_from: the first phase's steps are unpadded up to the first validation check at or above it, and
+    padded from the next step on (whatever later checks say); never reached, the weights are the unpadded warm
+    start's. A stopped first phase continues with its padding as it was. Keyed in the fingerprint only when set;
+    refused without sft_first_pad_share."""
+    from rl import warm_start
+    from rl.errors import ConfigError
+    steps_seen = []
+    # checks every step, after step s (0-based) accuracy (s + 1) / 10, but 0.0 after step 5: padding stays on
+    monkeypatch.setattr(warm_start, "evaluate", lambda *a, **kw: SimpleNamespace(
+        accuracy=0.0 if steps_seen[-1][0] == 5 else (steps_seen[-1][0] + 1) / 10))
+    change = dict(sft_first_pad_share=1.0, sft_first_pad_from=0.3, sft_max_steps=8, sft_eval_interval=1,
+                  sft_pad_steps=1)
+    record, steps, _ = padded_phase_run(tmp_path / "from", monkeypatch, **change, spy=steps_seen)
+    assert [s[0] for s in steps[:8]] == list(range(8)) and record["warm_start_steps"] == 9
+    # padded from step 0 (sft_first_pad_from=0, as the share alone pads), the steps' layouts, a function of the step
+    _, always, _ = padded_phase_run(tmp_path / "always", monkeypatch, **{**change, "sft_first_pad_from": 0.0})
+    assert all(written == width for _, width, written in steps[:3])  # checks 0.1, 0.2 below 0.3: unpadded
+    assert any(written > width for _, width, written in always[:3])  # (which padded would have been wider)
+    assert steps[3:8] == always[3:8]  # 0.3 after step 2: padded from step 3 on, the check of 0.0 after step 5 too
+    assert sum(written > width for _, width, written in steps[3:8]) >= 3
+    first = load_file(tmp_path / "from" / "warm_start.pt")
+    unset = warm_start.fingerprint(make_config_of({**PADDED_PHASE, **change, "sft_first_pad_from": 0.0}), 1)
+    assert first["fingerprint"] == {**unset, "sft_first_pad_from": 0.3} and "sft_first_pad_from" not in unset
+    steps_seen.clear()
+    assert padded_phase_run(tmp_path / "stopped", monkeypatch, stop_after=5, **change, spy=steps_seen)[0] is None
+    assert load_file(tmp_path / "stopped" / "warm_start_progress.pt")["pad_from_step"] == 3
+    padded_phase_run(tmp_path / "stopped", monkeypatch, **change, spy=steps_seen)
+    assert_equal_weights(first["model"], load_file(tmp_path / "stopped" / "warm_start.pt")["model"])
+    monkeypatch.undo()  # the real checks: a tiny warm start never reaches 1.0, so it is never padded
+    never, _, _ = padded_phase_run(tmp_path / "never", monkeypatch, **{**change, "sft_first_pad_from": 1.0})
+    plain, _, _ = padded_phase_run(tmp_path / "plain", monkeypatch, sft_max_steps=8, sft_eval_interval=1,
+                                   sft_pad_steps=1)
+    assert_equal_weights(load_file(tmp_path / "plain" / "warm_start.pt")["model"],
+                         load_file(tmp_path / "never" / "warm_start.pt")["model"])
+    with pytest.raises(ConfigError, match=re.escape(
+            "sft_first_pad_from=0.3 has no effect here: it belongs to sft_first_pad_share; set that, or leave "
+            "sft_first_pad_from unset")):
+        make_config_of({**PADDED_PHASE, "sft_first_pad_from": 0.3})
 
 
 def test_a_stopped_padded_phase_continues_to_the_same_weights(tmp_path, monkeypatch):

@@ -173,7 +173,7 @@ WARM_RUN_SETTINGS = {"sft_save_interval": "when progress is saved; a continued w
                      "sft_pad_steps": "the padded phase's length, refused without sft_pad_ndigits; with it, another "
                                       "length retrains that phase (tests/test_long.py)"}
 # settings of the warm start that change its weights only with sft_pad_ndigits (tests/test_long.py), refused without
-WARM_PADDED_OPTIONS = {"sft_first_pad_share": 0.5}
+WARM_PADDED_OPTIONS = {"sft_first_pad_share": 0.5, "sft_first_pad_from": 0.5}
 
 
 def test_every_warm_start_setting_changes_its_weights_or_is_refused(tmp_path, monkeypatch):
