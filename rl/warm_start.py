@@ -95,8 +95,8 @@ class WarmStartSettings:
     start reads long layouts from its start (docs/results.md "Padding in the first phase"); 0 = none (in [0, 1])"""
     sft_first_pad_from: float = 0.0
     """with sft_first_pad_share: pad the first phase's steps only from the first validation check at or above this
-    accuracy on, so it learns to add on its own layouts first (padded from the start, it can stall); 0 = from its
-    first step (in [0, 1])"""
+    accuracy on, so it learns to add on its own layouts first; measured, padding that late changes little
+    (docs/results.md "Padding from a check on"); 0 = from its first step (in [0, 1])"""
 
     def check_warm_start(self):
         if self.sft_seed < -1:
