@@ -304,9 +304,8 @@ def test_sft_first_pad_from_pads_the_first_phase_only_from_the_check_that_reache
     padded_phase_run(tmp_path / "stopped", monkeypatch, **change, spy=steps_seen)
     assert_equal_weights(first["model"], load_file(tmp_path / "stopped" / "warm_start.pt")["model"])
     monkeypatch.undo()  # the real checks: a tiny warm start never reaches 1.0, so it is never padded
-    never, _, _ = padded_phase_run(tmp_path / "never", monkeypatch, **{**change, "sft_first_pad_from": 1.0})
-    plain, _, _ = padded_phase_run(tmp_path / "plain", monkeypatch, sft_max_steps=8, sft_eval_interval=1,
-                                   sft_pad_steps=1)
+    padded_phase_run(tmp_path / "never", monkeypatch, **{**change, "sft_first_pad_from": 1.0})
+    padded_phase_run(tmp_path / "plain", monkeypatch, sft_max_steps=8, sft_eval_interval=1, sft_pad_steps=1)
     assert_equal_weights(load_file(tmp_path / "plain" / "warm_start.pt")["model"],
                          load_file(tmp_path / "never" / "warm_start.pt")["model"])
     with pytest.raises(ConfigError, match=re.escape(
