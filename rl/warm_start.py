@@ -503,7 +503,8 @@ def train_warm_start(config, env: MathEnvironment, policy, info: dist.DistInfo,
 
 def step_env(c, env, plain, state: dict):
     """The first phase's environment for this step: `plain` (unpadded) until a validation check has reached
-    sft_first_pad_from, `env` (padding a share sft_first_pad_share of steps) from then on, whatever comes after."""
+    sft_first_pad_from, `env` (padding a share sft_first_pad_share of steps) from then on, whatever comes after.
+    Records that step in state["pad_from_step"] (saved with the progress: later checks cannot tell it)."""
     if state["pad_from_step"] < 0 and state["accuracy"] >= c.sft_first_pad_from:
         state["pad_from_step"] = state["step"]
         if c.sft_first_pad_from:
