@@ -181,8 +181,9 @@ class MathRLTrainer:
         """Every rank's groups of this step, in rank order, into the problem sampler: every rank
         then holds the same selection state."""
         # gathered before any rank updates: a state built from one rank's groups would differ per rank
-        keys, successes = (dist.all_gather_rows(t.to(self.info.device)).cpu().numpy() for t in stats.outcomes())
-        self.problem_sampler.observe(keys, successes, self.config.rl_rollout_size)
+        keys, successes, pairs = (None if t is None else dist.all_gather_rows(t.to(self.info.device)).cpu().numpy()
+                                  for t in stats.outcomes())
+        self.problem_sampler.observe(keys, successes, self.config.rl_rollout_size, pairs)
 
     # ---- 3. advantages ----------------------------------------------------------------------
     def advantages(self, first: Rollout, batch: Rollout, learn: bool = True):

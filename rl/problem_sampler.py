@@ -10,16 +10,17 @@ samplers remember outcomes and draw where p(1-p) is large.
 Each sampler is a small class:
   draw(n, problems_rng, selection_rng, exclude)  n training problems: operands a, b (n,), and per
         problem whether the selection state chose it and its pass-rate estimate (nan: none)
-  observe(keys, successes, G)   every group of the step on every rank, in rank order, so every rank
-        holds the same state: keys (K,) the pairs, successes (K,) how many of G answers were right
+  observe(keys, successes, G, pairs)   every group of the step on every rank, in rank order, so every rank
+        holds the same state: keys (K,) the pairs, successes (K,) how many of G answers were right, and
+        pairs (K, 2, W) the operands' digit arrays (many lengths only, else None)
   state_dict() / load_state_dict(state)   what a snapshot stores; metrics()   what the logs show
   width_weights()   the distribution of the next step's operand length (lengths), or None: the task's own
 
 A pair's key is a * 10^ndigit + b (ordered). Operands of many lengths (rl/long_env.py, digit arrays) do not fit
-that: their key is the pair's split hash (`LongAdditionEnvironment.pair_keys`), which cannot be inverted, so only
-the uniform sampler, which keeps no state, and the lengths sampler, which keeps one per length, serve them
-(SamplerSettings refuses the others). Only training pairs ever enter a state: draws come from the training
-split, and observe() drops any key that is not a training pair.
+that: their key is the pair's split hash (`LongAdditionEnvironment.pair_keys`), which cannot be inverted. The
+uniform sampler keeps no state and the lengths sampler one per length; the replay buffer keeps each pair's digits
+beside its key (observe's `pairs`); prioritized, which enumerates every pair, is refused. Only training pairs ever
+enter a state: draws come from the training split, and observe() drops any pair that is not a training pair.
 
 SamplerSettings: which sampler, the settings each one owns, and what each needs of the task and the batch.
 """
@@ -31,6 +32,7 @@ import numpy as np
 import torch
 
 from rl.errors import ConfigError
+from rl.long_env import number_lengths
 from rl.math_env import ENUMERATE_LIMIT, SPLITS, MathEnvironment
 
 TRAIN = SPLITS.index("train")
@@ -46,11 +48,20 @@ def key_operands(env: MathEnvironment, keys: np.ndarray):
     return np.divmod(np.asarray(keys, dtype=np.int64), 10 ** env.ndigit)
 
 
-def training_only(env: MathEnvironment, keys: np.ndarray, successes: np.ndarray):
-    """The (keys, successes) whose pair is in the training split: nothing held out enters a state."""
+def training_only(env: MathEnvironment, keys: np.ndarray, successes: np.ndarray, pairs=None):
+    """The (keys, successes, pairs) whose pair is in the training split: nothing held out enters a state. The
+    split is read from the operands' digits where pairs (K, 2, W) are given, else from the keys."""
     keys, successes = np.asarray(keys, dtype=np.int64), np.asarray(successes, dtype=np.float64)
-    keep = env.split_of(*key_operands(env, keys)) == TRAIN
-    return keys[keep], successes[keep]
+    split = env.split_of(*key_operands(env, keys)) if pairs is None else env.split_of(pairs[:, 0], pairs[:, 1])
+    keep = split == TRAIN
+    return keys[keep], successes[keep], None if pairs is None else pairs[keep]
+
+
+def at_width(digits: np.ndarray, width: int) -> np.ndarray:
+    """Digit arrays (..., D) -> (..., width): columns above `width` dropped (zeros: the numbers fit), zeros added."""
+    out = np.zeros(digits.shape[:-1] + (width,), dtype=np.uint8)
+    out[..., :min(width, digits.shape[-1])] = digits[..., :width]
+    return out
 
 
 def learnability(p: np.ndarray, floor: float) -> np.ndarray:
@@ -72,7 +83,7 @@ class UniformSampler:
         a, b = self.env.sample_operands(n, problems_rng)
         return a, b, np.zeros(n, dtype=bool), np.full(n, np.nan)
 
-    def observe(self, keys, successes, G: int):
+    def observe(self, keys, successes, G: int, pairs=None):
         pass
 
     def state_dict(self) -> dict:
@@ -157,8 +168,8 @@ class PrioritizedSampler:
         seen = self.right[index] + self.wrong[index] > 0
         return a, b, seen, p[index]
 
-    def observe(self, keys, successes, G: int):
-        keys, successes = training_only(self.env, keys, successes)
+    def observe(self, keys, successes, G: int, pairs=None):
+        keys, successes, _ = training_only(self.env, keys, successes)
         self.G = G
         # in order, so a pair seen twice in one step is updated twice, the same on every rank
         for i, k in zip(np.searchsorted(self.keys, keys).tolist(), successes.tolist()):
@@ -218,7 +229,7 @@ class LengthSampler(UniformSampler):
         seen = self.right[i] + self.wrong[i] > 0
         return a, b, np.full(n, seen), np.full(n, self.estimates()[i])
 
-    def observe(self, keys, successes, G: int):
+    def observe(self, keys, successes, G: int, pairs=None):
         """Every group of the step, all of one width: the environment's current one (rl/rollout.py sets it
         for the whole step before sampling and keeps it until the next)."""
         i, successes = self.env.number_width - self.env.lo, np.asarray(successes, dtype=np.float64)
@@ -243,6 +254,9 @@ class ReplaySampler:
     Draw: round(share * n) problems from the buffer, uniformly without replacement among those
     not in `exclude` (all of them if fewer are there), and the rest fresh uniform training draws.
     For any split size: the buffer holds at most `capacity` keys, whatever the split.
+    Many lengths (rl/long_env.py): the buffer keeps each pair's digits (the key, a hash, cannot be inverted), and a
+    step draws from it only the pairs of the step's width (the longer operand's length), written at the step's
+    written width: a step's problems stay of one width, as the task draws them.
     Sources: the probe in the problem-selection review (half the prompts from a buffer of
     4,096); replaying prompts by their recent outcomes, as GRESO (arXiv 2506.02177) skips those
     whose recent groups were all equal and Kimi k1.5 (2501.12599) favours low success rates."""
@@ -252,34 +266,65 @@ class ReplaySampler:
     def __init__(self, env: MathEnvironment, share: float, capacity: int):
         self.env, self.share, self.capacity = env, share, capacity
         self.buffer = OrderedDict()  # key -> pass rate of its last group, oldest first
+        self.many_lengths = hasattr(env, "pair_keys")  # keys not invertible: operands kept beside them
+        self.operands = {}  # key -> (2, hi) uint8 digit arrays a, b (many lengths only)
+        self.widths = {}  # key -> the longer operand's length (many lengths only)
 
     def draw(self, n: int, problems_rng, selection_rng, exclude: np.ndarray):
         excluded = set(exclude.tolist())
-        candidates = np.fromiter((k for k in self.buffer if k not in excluded), dtype=np.int64)
+        fits = (lambda k: self.widths[k] == self.env.number_width) if self.many_lengths else (lambda k: True)
+        candidates = np.fromiter((k for k in self.buffer if k not in excluded and fits(k)), dtype=np.int64)
         take = min(int(round(self.share * n)), len(candidates))
         chosen = selection_rng.choice(candidates, size=take, replace=False) if take else candidates[:0]
-        a_old, b_old = key_operands(self.env, chosen)
+        a_old, b_old = self.chosen_operands(chosen)
         a_new, b_new = self.env.sample_operands(n - take, problems_rng)
         estimates = np.array([self.buffer[k] for k in chosen.tolist()] + [np.nan] * (n - take))
         selected = np.arange(n) < take
         return np.concatenate([a_old, a_new]), np.concatenate([b_old, b_new]), selected, estimates
 
-    def observe(self, keys, successes, G: int):
-        keys, successes = training_only(self.env, keys, successes)
-        for key, k in zip(keys.tolist(), successes.tolist()):
+    def chosen_operands(self, chosen: np.ndarray):
+        """The operands a, b of the buffered keys `chosen` (K,): (K,) ints, or digit arrays (K, width) at the
+        step's written width (many lengths)."""
+        if not self.many_lengths:
+            return key_operands(self.env, chosen)
+        pairs = np.stack([self.operands[k] for k in chosen.tolist()]) if len(chosen) else \
+            np.zeros((0, 2, self.env.hi), dtype=np.uint8)
+        pairs = at_width(pairs, self.env.width)
+        return pairs[:, 0], pairs[:, 1]
+
+    def observe(self, keys, successes, G: int, pairs=None):
+        keys, successes, pairs = training_only(self.env, keys, successes, pairs)
+        for i, (key, k) in enumerate(zip(keys.tolist(), successes.tolist())):
             if k == G:
-                self.buffer.pop(key, None)
+                self.forget(key)
             else:
                 self.buffer[key] = k / G  # a key already in keeps its place: age counts from entry
+                if self.many_lengths:
+                    self.remember(key, at_width(pairs[i], self.env.hi))
         while len(self.buffer) > self.capacity:
-            self.buffer.popitem(last=False)
+            self.forget(next(iter(self.buffer)))
+
+    def remember(self, key: int, operands: np.ndarray):
+        self.operands[key], self.widths[key] = operands, int(number_lengths(operands).max())
+
+    def forget(self, key: int):
+        for entries in (self.buffer, self.operands, self.widths):
+            entries.pop(key, None)
 
     def state_dict(self) -> dict:
-        return {"keys": torch.tensor(list(self.buffer), dtype=torch.int64),
-                "pass_rates": torch.tensor(list(self.buffer.values()), dtype=torch.float64)}
+        state = {"keys": torch.tensor(list(self.buffer), dtype=torch.int64),
+                 "pass_rates": torch.tensor(list(self.buffer.values()), dtype=torch.float64)}
+        if self.many_lengths:  # (K, 2, hi) uint8, in the buffer's order
+            rows = [self.operands[k] for k in self.buffer]
+            state["operands"] = torch.from_numpy(np.stack(rows) if rows else np.zeros((0, 2, self.env.hi), np.uint8))
+        return state
 
     def load_state_dict(self, state: dict):
         self.buffer = OrderedDict(zip(state["keys"].tolist(), state["pass_rates"].tolist()))
+        self.operands, self.widths = {}, {}
+        if self.many_lengths:
+            for key, operands in zip(self.buffer, state["operands"].numpy()):
+                self.remember(key, operands.copy())
 
     def metrics(self) -> dict:
         return {"select/replay_size": len(self.buffer)}
@@ -302,8 +347,8 @@ class SamplerSettings:
     """Which training problems a step draws, and the settings of each sampler (its class's `owned`)."""
     problem_sampler: str = "uniform"
     """which training problems a step draws: uniform, prioritized (by each pair's p(1-p); splits of up to 4M ordered
-    pairs), replay (a buffer of unsolved problems beside fresh draws; any split) or lengths (each step's operand
-    length by its p(1-p); the task of many lengths only): rl/problem_sampler.py"""
+    pairs; one length), replay (a buffer of unsolved problems beside fresh draws; any split, any lengths) or lengths
+    (each step's operand length by its p(1-p); the task of many lengths only): rl/problem_sampler.py"""
     priority_floor: float = 0.01
     """prioritized: added to every pair's p(1-p) before drawing, so solved and unseen pairs stay reachable (>= 0)"""
     priority_decay: float = 0.5
@@ -322,14 +367,14 @@ class SamplerSettings:
     (in [0, 1])"""
 
     def check_sampler(self, env: MathEnvironment):
-        """A known sampler that can key the task's problems: the task of many lengths (rl_ndigits) takes the
-        uniform and lengths samplers only, since the others key pairs by a * 10^ndigit + b, which 100 digits do not
-        fit; lengths needs many lengths; prioritized keeps a statistic per pair of env."""
+        """A known sampler that can key the task's problems: the task of many lengths (rl_ndigits) does not take
+        prioritized, which enumerates pairs keyed a * 10^ndigit + b, which 100 digits do not fit; lengths needs many
+        lengths; prioritized keeps a statistic per pair of env."""
         if self.problem_sampler not in PROBLEM_SAMPLERS:
             raise ConfigError(f"unknown problem_sampler {self.problem_sampler!r}; known: {', '.join(PROBLEM_SAMPLERS)}")
-        if self.rl_ndigits and self.problem_sampler not in ("uniform", "lengths"):
+        if self.rl_ndigits and self.problem_sampler == "prioritized":
             raise ConfigError(f"problem_sampler={self.problem_sampler} cannot key problems of many lengths "
-                              f"(rl_ndigits); use problem_sampler=uniform or lengths")
+                              f"(rl_ndigits); use problem_sampler=uniform, lengths or replay")
         if not self.rl_ndigits and self.problem_sampler == "lengths":
             raise ConfigError(f"problem_sampler=lengths draws each step's operand length, and this task has one "
                               f"({self.ndigit} digits); set rl_ndigits (e.g. 1-20), or use another problem_sampler")

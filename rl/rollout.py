@@ -122,14 +122,17 @@ class RolloutStats:
     estimated: int = 0  # how many drawn problems have one
     keys: list = field(default_factory=list)  # per round, (groups,) int64 pair keys
     successes: list = field(default_factory=list)  # per round, (groups,) answers exactly right of G
+    pairs: list = field(default_factory=list)  # per round, (groups, 2, W) uint8 operand digits (many lengths only)
     nonfinite: int = 0  # answers sampled from non-finite logits (weights that overflowed): noise, not the policy
 
     def outcomes(self):
-        """(keys, successes) of every group of every round, as int64 tensors (K,)."""
+        """(keys, successes, pairs) of every group of every round: int64 tensors (K,), and the operands' digits
+        (K, 2, W) uint8 for the task of many lengths (their keys cannot be inverted), else None."""
         if not self.keys:
-            return torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64)
+            return torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64), None
         return (torch.from_numpy(np.concatenate(self.keys)),
-                torch.from_numpy(np.concatenate(self.successes)).to(torch.int64))
+                torch.from_numpy(np.concatenate(self.successes)).to(torch.int64),
+                torch.from_numpy(np.concatenate(self.pairs)) if self.pairs else None)
 
 
 def refill_size(num_wanted: int, num_sampled: int, num_kept: int, max_prompts: int) -> int:
@@ -178,6 +181,8 @@ class RolloutCollector:
                                                               rollout.generated)
         right = exact_match(env, rollout.solutions, rollout.generated).view(-1, G).sum(dim=1)
         stats.keys.append(keys)
+        if hasattr(env, "pair_keys"):  # digit arrays of one width (the step's): gathered across ranks as they are
+            stats.pairs.append(np.stack([a, b], axis=1))
         stats.successes.append(right.round().to(torch.int64).cpu().numpy())
         stats.rollout_seconds += t1 - t0
         stats.reward_seconds += dist.clock(self.info.device) - t1

@@ -490,7 +490,9 @@ LONG = dict(rl_ndigits="1-6", positions="coupled", max_position_offset=9, proble
     (dict(eval_ndigits="5,x"), "eval_ndigits='5,x' is not a list of operand lengths"),
     (dict(task="multiplier"), "rl_ndigits needs task=adder with show_work=false"),
     (dict(reverse_answer=False), "rl_ndigits needs task=adder"),
-    (dict(problem_sampler="replay"), "problem_sampler=replay cannot key problems of many lengths"),
+    (dict(problem_sampler="prioritized"),
+     "problem_sampler=prioritized cannot key problems of many lengths (rl_ndigits); use problem_sampler=uniform, "
+     "lengths or replay"),
     (dict(eval_ndigits="5,100"), "need 103 position ids but n_position=64; raise n_position to 103"),
     (dict(positions="absolute", max_position_offset=0, rl_ndigits="1-20"), "need 64 position ids but n_position=63"),
     (dict(max_position_offset=60), "need 69 position ids but n_position=64"),

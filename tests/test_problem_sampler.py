@@ -118,6 +118,61 @@ def test_replay_draws_its_share_from_the_buffer_and_the_rest_fresh():
     assert selected.sum() == 3  # a share of 4 from a buffer of 3: all of it
 
 
+def long_pairs(env, split: str, values: list) -> np.ndarray:
+    """(K, 2, width) digit arrays of the first pairs (a, b) of `values` in `split`, one per entry of values: a list
+    of (a candidates, b) whose first a making a pair of that split is taken."""
+    from rl.long_env import to_digits
+    rows = []
+    for candidates, b in values:
+        a = next(a for a in candidates if env.split_of([a], [b])[0] == SPLITS.index(split))
+        rows.append(np.stack([to_digits([a], env.width)[0], to_digits([b], env.width)[0]]))
+    return np.stack(rows)
+
+
+def test_replay_of_many_lengths_keeps_each_pairs_digits_and_draws_only_the_steps_width():
+    """Keys of long pairs are hashes: the buffer keeps the digits, a step draws only pairs of its width (written at
+    its written width), and a solved or evicted pair leaves with its digits."""
+    env = LongAdditionEnvironment((1, 6), positions="coupled", max_position_offset=9)
+    r = ReplaySampler(env, share=0.5, capacity=3)
+    env.set_width(4)  # a step at width 4: the longer operand of each pair has 4 digits
+    four = long_pairs(env, "train", [(range(1000, 9999), 56), (range(2000, 9999), 7), (range(3000, 9999), 999)])
+    held_out = long_pairs(env, "validation", [(range(1000, 9999), 12)])
+    pairs = np.concatenate([four, held_out])
+    keys = pair_keys(env, pairs[:, 0], pairs[:, 1])
+    r.observe(keys, [3, 0, 8, 1], G=8, pairs=pairs)  # mixed and all wrong enter; all right and held out do not
+    assert list(r.buffer.items()) == [(keys[0], 3 / 8), (keys[1], 0.0)]
+    assert r.widths == {keys[0]: 4, keys[1]: 4}
+    assert np.array_equal(r.operands[keys[0]], np.pad(four[0], ((0, 0), (0, 2))))  # kept at the range's 6 digits
+    env.set_width(2)
+    two = long_pairs(env, "train", [(range(10, 99), 5)])
+    r.observe(pair_keys(env, two[:, 0], two[:, 1]), [4], G=8, pairs=two)
+    assert list(r.widths.values()) == [4, 4, 2]
+    env.set_width(4, 6)  # width 4 written at 6 digits: the two pairs of width 4, none of width 2
+    a, b, selected, estimates = r.draw(6, np.random.default_rng(5), np.random.default_rng(6), NONE)
+    assert selected.tolist() == [True] * 2 + [False] * 4 and a.shape == b.shape == (6, 6)
+    assert sorted(pair_keys(env, a[:2], b[:2]).tolist()) == sorted(keys[:2].tolist())
+    assert sorted(estimates[:2].tolist()) == [0.0, 3 / 8] and np.isnan(estimates[2:]).all()
+    fresh = env.sample_operands(4, np.random.default_rng(5))
+    assert np.array_equal(a[2:], fresh[0]) and np.array_equal(b[2:], fresh[1])
+    env.set_width(5)  # no buffered pair of 5 digits: all fresh
+    assert not r.draw(4, np.random.default_rng(5), np.random.default_rng(6), NONE)[2].any()
+    env.set_width(3)
+    three = long_pairs(env, "train", [(range(100, 999), 1), (range(200, 999), 3)])
+    key = lambda p: pair_keys(env, p[:, 0], p[:, 1])
+    env.set_width(4)
+    r.observe(keys[:1], [8], G=8, pairs=four[:1])  # solved: leaves, digits and all
+    env.set_width(3)
+    r.observe(key(three[:1]), [2], G=8, pairs=three[:1])
+    assert list(r.buffer) == [keys[1], key(two)[0], key(three)[0]] and keys[0] not in r.operands
+    r.observe(key(three[1:]), [1], G=8, pairs=three[1:])  # a fourth entry: the oldest leaves, digits and all
+    assert list(r.buffer) == [key(two)[0], key(three)[0], key(three)[1]]
+    assert len(r.operands) == len(r.widths) == 3 and keys[1] not in r.operands
+    loaded = ReplaySampler(env, share=0.5, capacity=3)
+    loaded.load_state_dict({k: v.clone() for k, v in r.state_dict().items()})
+    assert list(loaded.buffer.items()) == list(r.buffer.items()) and loaded.widths == r.widths
+    assert all(np.array_equal(loaded.operands[k], r.operands[k]) for k in r.buffer)
+
+
 # ---- uniform, held-out pairs ---------------------------------------------------------------------
 def test_uniform_draws_are_the_original_stream_exactly():
     a, b, selected, estimates = UniformSampler(ENV).draw(50, np.random.default_rng(3), None, NONE)
@@ -150,6 +205,17 @@ def test_no_held_out_pair_ever_enters_a_state():
             keys = np.concatenate([keys, state["keys"].numpy()])
             assert len(state["keys"]) > 0
         assert (trainer.env.split_of(*key_operands(trainer.env, keys)) == 0).all()
+    trainer = make_trainer(**SETTINGS["replay-lengths"], rl_algorithm="dapo")  # keys not invertible: the digits kept
+    for _ in range(4):
+        trainer.train_step()
+    operands = trainer.problem_sampler.state_dict()["operands"].numpy()
+    assert len(operands) > 0 and (trainer.env.split_of(operands[:, 0], operands[:, 1]) == 0).all()
+    trainer.env.set_width(2)
+    held_out = long_pairs(trainer.env, "test", [(range(10, 99), 3)])
+    sampler, key = trainer.problem_sampler, pair_keys(trainer.env, held_out[:, 0], held_out[:, 1])
+    before = len(sampler.buffer)
+    sampler.observe(key, [0], G=4, pairs=held_out)  # all wrong, but held out: it stays out
+    assert len(sampler.buffer) == before and key[0] not in sampler.buffer
 
 
 def test_refill_rule_by_hand():
@@ -208,7 +274,7 @@ def test_lengths_draws_each_step_at_the_width_its_weights_favour():
 
 LENGTHS = dict(problem_sampler="lengths", rl_ndigits="1-6", positions="coupled", max_position_offset=9)
 SETTINGS = {"prioritized": dict(problem_sampler="prioritized"), "replay": dict(problem_sampler="replay"),
-            "lengths": LENGTHS}
+            "lengths": LENGTHS, "replay-lengths": {**LENGTHS, "problem_sampler": "replay"}}
 
 
 # ---- the trainer: metrics, resume, ranks ----------------------------------------------------------
@@ -229,7 +295,7 @@ def test_selection_metrics_say_what_the_draws_were(sampler):
         assert m["select/replay_size"] == len(trainer.problem_sampler.buffer) > 0
 
 
-@pytest.mark.parametrize("sampler", ["prioritized", "replay", "lengths"])
+@pytest.mark.parametrize("sampler", ["prioritized", "replay", "lengths", "replay-lengths"])
 def test_resume_restores_the_selection_state_exactly(tmp_path, sampler):
     """4 steps, snapshot, a fresh trainer loads it, 4 more == 8 straight, selection state included;
     a trainer that loads everything but the selection state goes elsewhere (the check has teeth)."""
@@ -293,17 +359,19 @@ def rank_worker(rank: int, store: str, out: str, sampler: str):
         torch.distributed.destroy_process_group()
 
 
-@pytest.mark.parametrize("sampler", ["prioritized", "replay", "lengths"])
+@pytest.mark.parametrize("sampler", ["prioritized", "replay", "lengths", "replay-lengths"])
 def test_every_rank_holds_the_state_of_all_ranks_outcomes(tmp_path, sampler):
     mp.spawn(rank_worker, args=(str(tmp_path / "store"), str(tmp_path / "out"), sampler), nprocs=2, join=True)
     ranks = [torch.load(f"{tmp_path / 'out'}.{r}", weights_only=True) for r in range(2)]
     expected = make_trainer(**SETTINGS[sampler]).problem_sampler  # one sampler fed rank 0's groups, then rank 1's
     for step in range(3):
-        if sampler == "lengths":  # each step's groups are of the width both ranks drew for it
+        if sampler in ("lengths", "replay-lengths"):  # each step's groups are of the width both ranks drew for it
             expected.env.set_width(ranks[0]["widths"][step])
         keys = torch.cat([ranks[r]["outcomes"][step][0] for r in range(2)]).numpy()
         successes = torch.cat([ranks[r]["outcomes"][step][1] for r in range(2)]).numpy()
-        expected.observe(keys, successes, G=4)
+        pairs = None if ranks[0]["outcomes"][step][2] is None else \
+            torch.cat([ranks[r]["outcomes"][step][2] for r in range(2)]).numpy()  # (many lengths: the digits)
+        expected.observe(keys, successes, G=4, pairs=pairs)
     assert len(ranks[0]["outcomes"][0][0]) > 0 and len(ranks[1]["outcomes"][0][0]) > 0
     assert ranks[0]["widths"] == ranks[1]["widths"]  # every rank writes a step's problems at one width
     for r in range(2):
