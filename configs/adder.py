@@ -33,7 +33,8 @@ class LongAdderRLConfig(BaseRLConfig):
     """RL's 20-digit problems at the largest offset need 20 + 3 + 105 = 128 ids (> 0)"""
     problem_sampler: str = "uniform"
     """validation, mean over 5-40 digits, 3 seeds: uniform 0.535, the length curriculum (lengths) 0.515, ahead at 5-10
-    digits, behind at 15-30 (docs/results.md); prioritized and replay cannot key 20-digit pairs"""
+    digits, behind at 15-30 (docs/results.md); replay (seed 2, carry column) 0.90 at 40 digits against uniform's 0.945;
+    prioritized cannot key 20-digit pairs"""
     sft_target_accuracy: float = 0.95
     """the warm start stops at 0.95 on 10-digit validation sums: seeds 0-2 reached it at steps 390-828 (4-9 min)"""
     sft_min_lr_ratio: float = 0.1
