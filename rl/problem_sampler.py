@@ -15,6 +15,7 @@ Each sampler is a small class:
         pairs (K, 2, W) the operands' digit arrays (many lengths only, else None)
   state_dict() / load_state_dict(state)   what a snapshot stores; metrics()   what the logs show
   width_weights()   the distribution of the next step's operand length (lengths), or None: the task's own
+  reads_pairs   whether observe() reads `pairs` (rollouts record and gather the digits only then)
 
 A pair's key is a * 10^ndigit + b (ordered). Operands of many lengths (rl/long_env.py, digit arrays) do not fit
 that: their key is the pair's split hash (`LongAdditionEnvironment.pair_keys`), which cannot be inverted. The
@@ -75,6 +76,7 @@ class UniformSampler:
     """Every problem uniformly from the training split (rejection from all pairs): the original
     recipe's draws, unchanged. No state."""
     owned = ()  # config fields only this sampler reads, in its constructor's order
+    reads_pairs = False  # the keys say all it needs
 
     def __init__(self, env: MathEnvironment):
         self.env = env
@@ -124,6 +126,7 @@ class PrioritizedSampler:
     about 850,000, 14 MB); larger spaces use `replay`."""
     owned = ("priority_floor", "priority_decay")
     width_weights = UniformSampler.width_weights  # one width a task: the sampler refused for many lengths
+    reads_pairs = False  # (likewise)
 
     def __init__(self, env: MathEnvironment, floor: float, decay: float):
         self.check_fits(env)
@@ -266,7 +269,7 @@ class ReplaySampler:
     def __init__(self, env: MathEnvironment, share: float, capacity: int):
         self.env, self.share, self.capacity = env, share, capacity
         self.buffer = OrderedDict()  # key -> pass rate of its last group, oldest first
-        self.many_lengths = hasattr(env, "pair_keys")  # keys not invertible: operands kept beside them
+        self.many_lengths = self.reads_pairs = hasattr(env, "pair_keys")  # keys not invertible: digits kept
         self.operands = {}  # key -> (2, hi) uint8 digit arrays a, b (many lengths only)
         self.widths = {}  # key -> the longer operand's length (many lengths only)
 
@@ -287,10 +290,12 @@ class ReplaySampler:
         step's written width (many lengths)."""
         if not self.many_lengths:
             return key_operands(self.env, chosen)
-        pairs = np.stack([self.operands[k] for k in chosen.tolist()]) if len(chosen) else \
-            np.zeros((0, 2, self.env.hi), dtype=np.uint8)
-        pairs = at_width(pairs, self.env.width)
+        pairs = at_width(self.stacked(chosen.tolist()), self.env.width)
         return pairs[:, 0], pairs[:, 1]
+
+    def stacked(self, keys: list) -> np.ndarray:
+        """(K, 2, hi) uint8: the kept digits of the buffered `keys` (many lengths)."""
+        return np.stack([self.operands[k] for k in keys]) if keys else np.zeros((0, 2, self.env.hi), np.uint8)
 
     def observe(self, keys, successes, G: int, pairs=None):
         keys, successes, pairs = training_only(self.env, keys, successes, pairs)
@@ -315,8 +320,7 @@ class ReplaySampler:
         state = {"keys": torch.tensor(list(self.buffer), dtype=torch.int64),
                  "pass_rates": torch.tensor(list(self.buffer.values()), dtype=torch.float64)}
         if self.many_lengths:  # (K, 2, hi) uint8, in the buffer's order
-            rows = [self.operands[k] for k in self.buffer]
-            state["operands"] = torch.from_numpy(np.stack(rows) if rows else np.zeros((0, 2, self.env.hi), np.uint8))
+            state["operands"] = torch.from_numpy(self.stacked(list(self.buffer)))
         return state
 
     def load_state_dict(self, state: dict):

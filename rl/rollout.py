@@ -122,12 +122,13 @@ class RolloutStats:
     estimated: int = 0  # how many drawn problems have one
     keys: list = field(default_factory=list)  # per round, (groups,) int64 pair keys
     successes: list = field(default_factory=list)  # per round, (groups,) answers exactly right of G
-    pairs: list = field(default_factory=list)  # per round, (groups, 2, W) uint8 operand digits (many lengths only)
+    pairs: list = field(default_factory=list)  # per round, (groups, 2, W) uint8 operand digits (if read: reads_pairs)
     nonfinite: int = 0  # answers sampled from non-finite logits (weights that overflowed): noise, not the policy
 
     def outcomes(self):
         """(keys, successes, pairs) of every group of every round: int64 tensors (K,), and the operands' digits
-        (K, 2, W) uint8 for the task of many lengths (their keys cannot be inverted), else None."""
+        (K, 2, W) uint8 where the problem sampler reads them (replay of many lengths: its keys are not invertible),
+        else None."""
         if not self.keys:
             return torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64), None
         return (torch.from_numpy(np.concatenate(self.keys)),
@@ -181,7 +182,7 @@ class RolloutCollector:
                                                               rollout.generated)
         right = exact_match(env, rollout.solutions, rollout.generated).view(-1, G).sum(dim=1)
         stats.keys.append(keys)
-        if hasattr(env, "pair_keys"):  # digit arrays of one width (the step's): gathered across ranks as they are
+        if self.problem_sampler.reads_pairs:  # digit arrays of one width (the step's): gathered across ranks as is
             stats.pairs.append(np.stack([a, b], axis=1))
         stats.successes.append(right.round().to(torch.int64).cpu().numpy())
         stats.rollout_seconds += t1 - t0
