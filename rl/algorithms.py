@@ -102,8 +102,9 @@ def resolve(algorithm: str, explicit: dict, group_size: int, kl_estimator: str =
     if (settings["advantage_mode"] in ("rloo", "group_zscore") or settings["objective"] == "dpo") and group_size < 2:
         what = "objective=dpo" if settings["objective"] == "dpo" else f"advantage_mode={settings['advantage_mode']}"
         raise ValueError(f"{what} compares the answers to a prompt, so it needs rl_rollout_size >= 2")
-    if settings["advantage_mode"] == "gae" and settings["objective"] != "policy_gradient":
-        raise ValueError(f"advantage_mode=gae is the policy gradient's; objective={settings['objective']} takes none")
+    if settings["advantage_mode"] in ("gae", "token_zscore") and settings["objective"] != "policy_gradient":
+        raise ValueError(f"advantage_mode={settings['advantage_mode']} is the policy gradient's; "
+                         f"objective={settings['objective']} takes none")
     return settings
 
 
@@ -148,6 +149,7 @@ ADVANTAGE_MODES = {
     "rloo": lambda r, G, stats: _group_advantages(r, G, "rloo"),
     "batch_zscore": lambda r, G, stats: _batch_zscore(r, stats["batch_mean"], stats["batch_std"]),
     "gae": None,  # per token, from a critic's values: compute_gae
+    "token_zscore": None,  # per token, from each token's own correctness: token_group_zscore
 }
 
 
@@ -163,12 +165,25 @@ def compute_advantages(rewards: torch.Tensor, group_size: int, mode: str, *, bas
       rloo          A = r_i - mean_{j != i in group} r_j = G / (G - 1) * (r_i - mean_group)
       batch_zscore  A = (r - mean_batch) / (std_batch + 1e-4)   (REINFORCE++-style; pass the global
                     batch_mean and batch_std when the batch is split across ranks)
-    (gae gives one advantage per token, from a critic: see compute_gae.)
+    (gae gives one advantage per token, from a critic: see compute_gae; token_zscore one per token, from
+    each token's correctness: see token_group_zscore.)
     """
     if ADVANTAGE_MODES.get(mode) is None:
         raise ValueError(f"unknown advantage mode {mode!r}; known: {', '.join(ADVANTAGE_MODES)}")
     stats = {"baseline": baseline, "batch_mean": batch_mean, "batch_std": batch_std}
     return ADVANTAGE_MODES[mode](rewards, group_size, stats)
+
+
+def token_group_zscore(correct: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Credit per token: correct (N, A), 1.0 where an answer's token is the solution's token at that place
+    -> advantages (N, A), each place's correctness z-scored over the answers to the same prompt (GRPO's
+    group_zscore, one place at a time): exactly 0 at a place every answer in the group got alike. A wrong
+    digit is pushed down where it went wrong, not over the whole answer, and the right digits beside it
+    are left alone; the answers that were right there are pushed up."""
+    num_answers, answer_len = correct.shape
+    # (N, A) -> (A * N,): each place's column in turn, its groups of G answers still contiguous
+    columns = _group_advantages(correct.t().reshape(-1), group_size, "group_zscore")
+    return columns.view(answer_len, num_answers).t()
 
 
 def group_all_equal(rewards: torch.Tensor, group_size: int) -> torch.Tensor:

@@ -11,6 +11,8 @@ plus `learners`, the networks it trains beside the policy (the critic), and thei
   objective        class               stage 3                          stage 4
   policy_gradient  PolicyGradient      advantages (advantage_mode)      clipped policy loss, KL, entropy
   (gae)            ActorCritic         GAE from a learned critic        ... plus the clipped value loss
+  (token_zscore)   TokenCredit         each token's correctness, z-     the clipped policy loss, per token
+                                       scored per place over the group
   rft              RejectionSampling   every kept (right) answer: 1     the policy loss with A = 1
   dpo              Preference          pairs (chosen, rejected)         the DPO loss against the reference
 
@@ -32,7 +34,7 @@ from rl import dist
 from rl.algorithms import (ALGORITHM_FIELDS, KL_PLACEMENT, aggregate, answer_logits, compute_advantages,
                            compute_entropy, compute_gae, compute_kl, compute_policy_loss, compute_value_loss, dpo_loss,
                            explained_variance, masked, policy_logprobs, preference_pairs, resolve, sequence_logprobs,
-                           token_logprobs, token_rewards, whiten)
+                           token_group_zscore, token_logprobs, token_rewards, whiten)
 from rl.errors import ConfigError
 from rl.rollout import Rollout
 from rl.update import Learner, UpdateBatch
@@ -182,6 +184,30 @@ class RejectionSampling(PolicyGradient):
 
     def advantages(self, rewards: torch.Tensor, stats: dict) -> torch.Tensor:
         return torch.ones_like(rewards)
+
+
+class TokenCredit(PolicyGradient):
+    """advantage_mode=token_zscore: credit per token rather than per answer. Each answer token is right or
+    wrong against the solution's token at its place (the problem has one right answer, worked steps and all),
+    and each place is z-scored over the group (rl/algorithms.py token_group_zscore). The rule rewards still
+    score the answers (the metrics, the baseline, dynamic sampling's filter); the update reads only the
+    tokens. The signal supervised training has at every digit, learnt from the policy's own samples."""
+
+    @staticmethod
+    def ignored(config, settings: dict, given, changed) -> str:
+        if changed("rewards") and not settings["dynamic_sampling"]:
+            return ("rewards have no effect with advantage_mode=token_zscore: it credits each answer token against "
+                    "the solution's; leave rewards at its default")
+        if config.kl_coef > 0 and KL_PLACEMENT[config.kl_estimator] == "reward":
+            return ("kl_estimator=k1 puts the KL in the reward, which advantage_mode=token_zscore never reads; "
+                    "use kl_estimator=k2 or k3")
+        return ""
+
+    def targets(self, batch: Rollout, rewards: torch.Tensor, stats: dict) -> PolicyTargets:
+        correct = (batch.generated == batch.solutions).float()  # (N, A)
+        targets = PolicyTargets(token_group_zscore(correct, self.config.rl_rollout_size))
+        stats["informative"] = int((targets.advantages != 0).any(dim=1).sum())  # answers with a token to learn
+        return targets
 
 
 class ActorCritic(PolicyGradient):
@@ -343,12 +369,13 @@ class Preference:
 
 # The one dispatch: an objective's class by name (the `objective` setting's values, and a row's). The policy
 # gradient whose advantages come from a learned critic (advantage_mode=gae) is a class of its own, since the
-# critic is a second network; rl/algorithms.py's resolve() allows gae only with policy_gradient.
+# critic is a second network; so is the one crediting each token (advantage_mode=token_zscore), since its
+# advantages read the tokens, not the rewards. rl/algorithms.py's resolve() allows both only with policy_gradient.
 OBJECTIVES = {"policy_gradient": PolicyGradient, "dpo": Preference, "rft": RejectionSampling}
 
 
 def objective_class(objective: str, advantage_mode: str) -> type:
-    return ActorCritic if advantage_mode == "gae" else OBJECTIVES[objective]
+    return {"gae": ActorCritic, "token_zscore": TokenCredit}.get(advantage_mode) or OBJECTIVES[objective]
 
 
 def make_objective(config, env, info: dist.DistInfo):
@@ -363,7 +390,7 @@ class ObjectiveSettings:
     """dapo (measured best here), reinforce (moving-average baseline), grpo, rloo, ppo, ppo_critic, dpo or rft"""
     # ---- the algorithm's row: None takes rl_algorithm's value ----
     advantage_mode: Optional[str] = None
-    """none, baseline, group_mean, group_zscore, rloo or batch_zscore"""
+    """none, baseline, group_mean, group_zscore, rloo, batch_zscore or token_zscore (credit per token)"""
     loss_aggregation: Optional[str] = None
     """token-mean, seq-mean-token-mean or seq-mean-token-sum-norm (Dr. GRPO)"""
     ppo_epochs: Optional[int] = None

@@ -207,7 +207,8 @@ class Updater:
         norm = dict(num_tokens=counts["tokens"], num_sequences=counts["rows"], max_len=self.answer_len)
         sums["rows"] += len(rows)  # before skip_zero drops any: train/skipped_share's denominator
         if skip_zero:  # counted above, so dropping them leaves the normalisers, and the update, as they were
-            rows = rows[data.advantages[rows] != 0]
+            nonzero = data.advantages[rows] != 0  # (n,) or (n, A): a row with any token's advantage
+            rows = rows[nonzero.any(dim=1) if nonzero.dim() == 2 else nonzero]
         sums["forwarded"] += len(rows)
         # Always rl_ga_steps chunks, some perhaps empty: every rank runs as many forwards and backwards,
         # so DDP's gradient all-reduces pair up across ranks.

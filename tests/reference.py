@@ -37,6 +37,21 @@ def advantages(rewards: torch.Tensor, config, baseline: float) -> torch.Tensor:
     return torch.tensor(out)
 
 
+def token_advantages(generated: torch.Tensor, solutions: torch.Tensor, G: int) -> torch.Tensor:
+    """(N, A) advantages of token_zscore, place by place and group by group: each answer token's correctness
+    (1.0 where it is the solution's) z-scored over the group, 0.0 where the group got that place alike."""
+    N, A = generated.shape
+    out = torch.zeros(N, A)
+    for g in range(0, N, G):
+        for t in range(A):
+            group = [float(generated[i, t] == solutions[i, t]) for i in range(g, g + G)]
+            m = sum(group) / G
+            s = math.sqrt(sum((x - m) ** 2 for x in group) / (G - 1))
+            for i, x in enumerate(group):
+                out[g + i, t] = 0.0 if max(group) == min(group) else (x - m) / (s + 1e-4)
+    return out
+
+
 def mask(generated: torch.Tensor, end_token: int) -> torch.Tensor:
     """(N, A) bool: every position up to and including the first end token of each row."""
     out = torch.zeros(generated.shape, dtype=torch.bool)

@@ -9,7 +9,7 @@ import torch
 from rl.algorithms import (ALGORITHMS, KL_PLACEMENT, aggregate, answer_logits, answer_mask, compute_advantages,
                            compute_entropy, compute_gae, compute_kl, compute_policy_loss, compute_value_loss, dpo_loss,
                            explained_variance, kl_reward_penalty, preference_pairs, resolve, sequence_logprobs,
-                           token_logprobs, token_rewards, update_baseline, whiten)
+                           token_group_zscore, token_logprobs, token_rewards, update_baseline, whiten)
 
 R = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0])  # two prompts, G = 4 answers each
 
@@ -41,6 +41,17 @@ def test_baseline_and_batch_zscore_advantages():
     assert torch.allclose(compute_advantages(R, 4, "batch_zscore"), (R - 0.75) / (std + 1e-4), atol=1e-6)
     # global statistics from other ranks win over this rank's
     assert torch.allclose(compute_advantages(R, 4, "batch_zscore", batch_mean=0.5, batch_std=2.0), (R - 0.5) / 2.0001)
+
+
+def test_token_zscore_credits_each_place_by_hand():
+    """Two prompts, G = 2, answers of 3 tokens: a place the group got alike is 0; where one answer is right and
+    the other wrong, mean 0.5 and unbiased std sqrt(2 * 0.25 / 1) = 0.70711 give +-0.5 / (0.70711 + 1e-4)."""
+    correct = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0],    # prompt 1: only place 1 differs
+                            [0.0, 1.0, 1.0], [1.0, 1.0, 0.0]])   # prompt 2: places 0 and 2 differ
+    z = 0.5 / (math.sqrt(0.5) + 1e-4)
+    expected = torch.tensor([[0, z, 0], [0, -z, 0], [-z, 0, z], [z, 0, -z]])
+    assert torch.allclose(token_group_zscore(correct, 2), expected, atol=1e-6)
+    assert token_group_zscore(torch.zeros(0, 3), 2).shape == (0, 3)  # a rank whose dynamic sampling kept nothing
 
 
 def test_rloo_is_the_leave_one_out_mean():

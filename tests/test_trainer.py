@@ -95,6 +95,8 @@ def batch_for_reference(trainer, state):
     if c.objective == "rft":
         assert (batch.generated == batch.solutions).all()  # only exactly right answers are trained on
         data["advantages"] = torch.ones(len(batch))
+    if c.advantage_mode == "token_zscore":
+        data["advantages"] = reference.token_advantages(batch.generated, batch.solutions, c.rl_rollout_size)
     if c.objective == "dpo":
         data["chosen"], data["rejected"] = reference.pairs(rewards, c.rl_rollout_size)
         data["rows"] = len(data["chosen"])
@@ -114,6 +116,7 @@ CASES = {
     "rloo": dict(rl_algorithm="rloo"),
     "ppo": dict(rl_algorithm="ppo"),
     "dapo": dict(rl_algorithm="dapo", rl_temperature=0.8),
+    "token-credit": dict(rl_algorithm="dapo", advantage_mode="token_zscore"),
     "dr-grpo": dict(rl_algorithm="grpo", advantage_mode="group_mean", loss_aggregation="seq-mean-token-sum-norm"),
     "batch-zscore": dict(rl_algorithm="reinforce", advantage_mode="batch_zscore"),
     "entropy": dict(rl_algorithm="grpo", entropy_coef=0.3, rl_temperature=1.5),
