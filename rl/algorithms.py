@@ -176,14 +176,23 @@ def compute_advantages(rewards: torch.Tensor, group_size: int, mode: str, *, bas
 
 def token_group_zscore(correct: torch.Tensor, group_size: int) -> torch.Tensor:
     """Credit per token: correct (N, A), 1.0 where an answer's token is the solution's token at that place
-    -> advantages (N, A), each place's correctness z-scored over the answers to the same prompt (GRPO's
-    group_zscore, one place at a time): exactly 0 at a place every answer in the group got alike. A wrong
-    digit is pushed down where it went wrong, not over the whole answer, and the right digits beside it
-    are left alone; the answers that were right there are pushed up."""
+    -> advantages (N, A). A token counts only while its answer is on the solution's path (every token before it
+    right): past an answer's first wrong token the solution's tokens are no longer the right continuation, and
+    those tokens get 0. At each place, the correctness of the answers still on the path is z-scored over the
+    group (GRPO's group_zscore, one place at a time, unbiased std): 0 where fewer than two answers are there or
+    they all agree. So an answer is pushed down at its first wrong token only, and the answers right at that
+    place are pushed up there; the places the group agrees on are left alone. (The advantage an exact value
+    function V(prefix) = P(right | prefix) gives, up to scale: 0 once an answer has gone wrong.)"""
     num_answers, answer_len = correct.shape
-    # (N, A) -> (A * N,): each place's column in turn, its groups of G answers still contiguous
-    columns = _group_advantages(correct.t().reshape(-1), group_size, "group_zscore")
-    return columns.view(answer_len, num_answers).t()
+    c = correct.view(-1, group_size, answer_len)  # (N / G, G, A)
+    # on the path at place t: every token before t right (the first place always)
+    on = torch.cat([torch.ones_like(c[..., :1]), torch.cumprod(c, dim=-1)[..., :-1]], dim=-1)
+    n, right = on.sum(dim=1, keepdim=True), (c * on).sum(dim=1, keepdim=True)  # (N / G, 1, A)
+    mean = right / n.clamp(min=1)
+    std = (((c - mean) ** 2 * on).sum(dim=1, keepdim=True) / (n - 1).clamp(min=1)).sqrt()
+    informative = (right > 0) & (right < n) & (on > 0)  # exactly 0 wherever the answers there agree
+    z = torch.where(informative, (c - mean) / (std + GROUP_STD_EPS), torch.zeros_like(c))
+    return z.view(num_answers, answer_len)
 
 
 def group_all_equal(rewards: torch.Tensor, group_size: int) -> torch.Tensor:

@@ -11,8 +11,8 @@ plus `learners`, the networks it trains beside the policy (the critic), and thei
   objective        class               stage 3                          stage 4
   policy_gradient  PolicyGradient      advantages (advantage_mode)      clipped policy loss, KL, entropy
   (gae)            ActorCritic         GAE from a learned critic        ... plus the clipped value loss
-  (token_zscore)   TokenCredit         each token's correctness, z-     the clipped policy loss, per token
-                                       scored per place over the group
+  (token_zscore)   TokenCredit         each token's correctness on the  the clipped policy loss, per token
+                                       solution's path, z-scored per place
   rft              RejectionSampling   every kept (right) answer: 1     the policy loss with A = 1
   dpo              Preference          pairs (chosen, rejected)         the DPO loss against the reference
 
@@ -188,8 +188,9 @@ class RejectionSampling(PolicyGradient):
 
 class TokenCredit(PolicyGradient):
     """advantage_mode=token_zscore: credit per token rather than per answer. Each answer token is right or
-    wrong against the solution's token at its place (the problem has one right answer, worked steps and all),
-    and each place is z-scored over the group (rl/algorithms.py token_group_zscore). The rule rewards still
+    wrong against the solution's token at its place (the problem has one right answer, worked steps and all);
+    at each place the answers still on the solution's path are z-scored over the group, and an answer's tokens
+    past its first wrong one get 0 (rl/algorithms.py token_group_zscore). The rule rewards still
     score the answers (the metrics, the baseline, dynamic sampling's filter); the update reads only the
     tokens. The signal supervised training has at every digit, learnt from the policy's own samples."""
 

@@ -38,17 +38,21 @@ def advantages(rewards: torch.Tensor, config, baseline: float) -> torch.Tensor:
 
 
 def token_advantages(generated: torch.Tensor, solutions: torch.Tensor, G: int) -> torch.Tensor:
-    """(N, A) advantages of token_zscore, place by place and group by group: each answer token's correctness
-    (1.0 where it is the solution's) z-scored over the group, 0.0 where the group got that place alike."""
+    """(N, A) advantages of token_zscore, place by place and group by group: at each place, the answers whose
+    tokens before it are all right; their correctness (1.0 where the token is the solution's) z-scored among
+    them, 0.0 where fewer than two are there or they agree; every other token 0.0."""
     N, A = generated.shape
     out = torch.zeros(N, A)
     for g in range(0, N, G):
         for t in range(A):
-            group = [float(generated[i, t] == solutions[i, t]) for i in range(g, g + G)]
-            m = sum(group) / G
-            s = math.sqrt(sum((x - m) ** 2 for x in group) / (G - 1))
-            for i, x in enumerate(group):
-                out[g + i, t] = 0.0 if max(group) == min(group) else (x - m) / (s + 1e-4)
+            there = [i for i in range(g, g + G) if all(generated[i, u] == solutions[i, u] for u in range(t))]
+            group = [float(generated[i, t] == solutions[i, t]) for i in there]
+            if len(group) < 2 or max(group) == min(group):
+                continue
+            m = sum(group) / len(group)
+            s = math.sqrt(sum((x - m) ** 2 for x in group) / (len(group) - 1))
+            for i, x in zip(there, group):
+                out[i, t] = (x - m) / (s + 1e-4)
     return out
 
 

@@ -43,14 +43,21 @@ def test_baseline_and_batch_zscore_advantages():
     assert torch.allclose(compute_advantages(R, 4, "batch_zscore", batch_mean=0.5, batch_std=2.0), (R - 0.5) / 2.0001)
 
 
-def test_token_zscore_credits_each_place_by_hand():
-    """Two prompts, G = 2, answers of 3 tokens: a place the group got alike is 0; where one answer is right and
-    the other wrong, mean 0.5 and unbiased std sqrt(2 * 0.25 / 1) = 0.70711 give +-0.5 / (0.70711 + 1e-4)."""
-    correct = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0],    # prompt 1: only place 1 differs
-                            [0.0, 1.0, 1.0], [1.0, 1.0, 0.0]])   # prompt 2: places 0 and 2 differ
+def test_token_zscore_credits_each_place_on_the_solutions_path_by_hand():
+    """G = 2, answers of 3 tokens: where one answer is right and the other wrong, mean 0.5 and unbiased std
+    sqrt(2 * 0.25 / 1) = 0.70711 give +-0.5 / (0.70711 + 1e-4); a place the group got alike is 0, and so is every
+    token after an answer's first wrong one (it has left the solution's path)."""
+    correct = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0],    # prompt 1: place 1 differs; place 2 has one left
+                            [0.0, 1.0, 1.0], [1.0, 1.0, 0.0]])   # prompt 2: place 0 differs, then one is left
     z = 0.5 / (math.sqrt(0.5) + 1e-4)
-    expected = torch.tensor([[0, z, 0], [0, -z, 0], [-z, 0, z], [z, 0, -z]])
+    expected = torch.tensor([[0, z, 0], [0, -z, 0], [-z, 0, 0], [z, 0, 0]])
     assert torch.allclose(token_group_zscore(correct, 2), expected, atol=1e-6)
+    # G = 3: at place 0, [0, 1, 1]: mean 2/3, std sqrt((4/9 + 2/9) / 2) = sqrt(1/3); at place 1 the first has
+    # left the path, and the other two, [1, 0], are +-z
+    correct = torch.tensor([[0.0, 1.0], [1.0, 1.0], [1.0, 0.0]])
+    s3 = math.sqrt(1 / 3) + 1e-4
+    expected = torch.tensor([[-2 / 3 / s3, 0], [1 / 3 / s3, z], [1 / 3 / s3, -z]])
+    assert torch.allclose(token_group_zscore(correct, 3), expected, atol=1e-6)
     assert token_group_zscore(torch.zeros(0, 3), 2).shape == (0, 3)  # a rank whose dynamic sampling kept nothing
 
 
