@@ -181,8 +181,8 @@ def token_group_zscore(correct: torch.Tensor, group_size: int) -> torch.Tensor:
     those tokens get 0. At each place, the correctness of the answers still on the path is z-scored over the
     group (GRPO's group_zscore, one place at a time, unbiased std): 0 where fewer than two answers are there or
     they all agree. So an answer is pushed down at its first wrong token only, and the answers right at that
-    place are pushed up there; the places the group agrees on are left alone. (The advantage an exact value
-    function V(prefix) = P(right | prefix) gives, up to scale: 0 once an answer has gone wrong.)"""
+    place are pushed up there; the places the group agrees on are left alone. (As with an exact value function
+    V(prefix) = P(right | prefix), whose advantages are 0 once an answer has gone wrong.)"""
     num_answers, answer_len = correct.shape
     c = correct.view(-1, group_size, answer_len)  # (N / G, G, A)
     # on the path at place t: every token before t right (the first place always)

@@ -192,7 +192,8 @@ class TokenCredit(PolicyGradient):
     at each place the answers still on the solution's path are z-scored over the group, and an answer's tokens
     past its first wrong one get 0 (rl/algorithms.py token_group_zscore). The rule rewards still
     score the answers (the metrics, the baseline, dynamic sampling's filter); the update reads only the
-    tokens. The signal supervised training has at every digit, learnt from the policy's own samples."""
+    tokens. The signal supervised training has at every digit, learnt from the policy's own samples (measured
+    on long sums: docs/results.md "Where RL's signal is")."""
 
     @staticmethod
     def ignored(config, settings: dict, given, changed) -> str:
