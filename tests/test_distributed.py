@@ -16,6 +16,7 @@ CASES = {name: dict(rl_algorithm=name) for name in ALGORITHMS}
 CASES["rft"].update(ndigit=1, n_embed=64, rewards="exact_match:1.0")
 CASES.update({"batch-zscore": dict(rl_algorithm="reinforce", advantage_mode="batch_zscore"),
               "kl-k1": dict(rl_algorithm="grpo", kl_coef=0.5, kl_estimator="k1"),
+              "token-credit": dict(rl_algorithm="dapo", advantage_mode="token_zscore"),
               "kl-k2-entropy": dict(rl_algorithm="ppo", kl_coef=0.5, kl_estimator="k2", entropy_coef=0.1),
               # untied, the critic's trunk must hold no parameter without a gradient, or DDP's reduction fails
               "ppo_critic-untied": dict(rl_algorithm="ppo_critic", tie_weights=False)})
