@@ -190,10 +190,11 @@ class TokenCredit(PolicyGradient):
     """advantage_mode=token_zscore: credit per token rather than per answer. Each answer token is right or
     wrong against the solution's token at its place (the problem has one right answer, worked steps and all);
     at each place the answers still on the solution's path are z-scored over the group, and an answer's tokens
-    past its first wrong one get 0 (rl/algorithms.py token_group_zscore). The rule rewards still
-    score the answers (the metrics, the baseline, dynamic sampling's filter); the update reads only the
-    tokens. The signal supervised training has at every digit, learnt from the policy's own samples (measured
-    on long sums: docs/results.md "Where RL's signal is")."""
+    past its first wrong one get 0 (rl/algorithms.py token_group_zscore). The rule rewards still score the
+    answers (the metrics, the baseline, and dynamic sampling's filter, which so drops a group whose answers are
+    all wrong, even at different places); the update reads only the tokens. The signal supervised training has
+    at every digit, learnt from the policy's own samples (measured on long sums: docs/results.md "Where RL's
+    signal is")."""
 
     @staticmethod
     def ignored(config, settings: dict, given, changed) -> str:
