@@ -269,13 +269,13 @@ class ReplaySampler:
     def __init__(self, env: MathEnvironment, share: float, capacity: int):
         self.env, self.share, self.capacity = env, share, capacity
         self.buffer = OrderedDict()  # key -> pass rate of its last group, oldest first
-        self.many_lengths = self.reads_pairs = hasattr(env, "pair_keys")  # keys not invertible: digits kept
+        self.reads_pairs = hasattr(env, "pair_keys")  # many lengths: keys not invertible, so digits kept
         self.operands = {}  # key -> (2, hi) uint8 digit arrays a, b (many lengths only)
         self.widths = {}  # key -> the longer operand's length (many lengths only)
 
     def draw(self, n: int, problems_rng, selection_rng, exclude: np.ndarray):
         excluded = set(exclude.tolist())
-        fits = (lambda k: self.widths[k] == self.env.number_width) if self.many_lengths else (lambda k: True)
+        fits = (lambda k: self.widths[k] == self.env.number_width) if self.reads_pairs else (lambda k: True)
         candidates = np.fromiter((k for k in self.buffer if k not in excluded and fits(k)), dtype=np.int64)
         take = min(int(round(self.share * n)), len(candidates))
         chosen = selection_rng.choice(candidates, size=take, replace=False) if take else candidates[:0]
@@ -288,7 +288,7 @@ class ReplaySampler:
     def chosen_operands(self, chosen: np.ndarray):
         """The operands a, b of the buffered keys `chosen` (K,): (K,) ints, or digit arrays (K, width) at the
         step's written width (many lengths)."""
-        if not self.many_lengths:
+        if not self.reads_pairs:
             return key_operands(self.env, chosen)
         pairs = at_width(self.stacked(chosen.tolist()), self.env.width)
         return pairs[:, 0], pairs[:, 1]
@@ -304,7 +304,7 @@ class ReplaySampler:
                 self.forget(key)
             else:
                 self.buffer[key] = k / G  # a key already in keeps its place: age counts from entry
-                if self.many_lengths:
+                if self.reads_pairs:
                     self.remember(key, at_width(pairs[i], self.env.hi))
         while len(self.buffer) > self.capacity:
             self.forget(next(iter(self.buffer)))
@@ -319,14 +319,14 @@ class ReplaySampler:
     def state_dict(self) -> dict:
         state = {"keys": torch.tensor(list(self.buffer), dtype=torch.int64),
                  "pass_rates": torch.tensor(list(self.buffer.values()), dtype=torch.float64)}
-        if self.many_lengths:  # (K, 2, hi) uint8, in the buffer's order
+        if self.reads_pairs:  # (K, 2, hi) uint8, in the buffer's order
             state["operands"] = torch.from_numpy(self.stacked(list(self.buffer)))
         return state
 
     def load_state_dict(self, state: dict):
         self.buffer = OrderedDict(zip(state["keys"].tolist(), state["pass_rates"].tolist()))
         self.operands, self.widths = {}, {}
-        if self.many_lengths:
+        if self.reads_pairs:
             for key, operands in zip(self.buffer, state["operands"].numpy()):
                 self.remember(key, operands.copy())
 
