@@ -21,6 +21,11 @@ them (coupled ids for length generalisation, rl/long_env.py). `generate` then ta
 prompt and of every answer position in advance, (B, P + max_new_tokens), so that each decoded token
 reads its own id from the KV cache's step.
 
+Log-n attention (GPTConfig.logn_attention = L, off by default): the query at sequence index t is scaled by
+max(1, ln(t + 1) / ln(L)) (`logn_scale`), so that a long sequence's attention is as sharp as one of L tokens;
+a cached decode scales each new query by its own index. Evaluating a model trained without it with it
+(python -m rl.evaluate --logn_attention) carried the adder's sums far past their trained widths (docs/results.md).
+
 How it runs (not what it computes) is set per model by `configure_runtime`, so that every caller
 (sampler, learner, evaluation, warm start, reference, critic) computes the same way:
   autocast_dtype  None: fp32; torch.bfloat16: every forward under bf16 autocast (matmuls in bf16,
@@ -54,8 +59,12 @@ class GPTConfig:
     dropout: float = 0.0
     bias: bool = False
     tie_weights: bool = True
+    logn_attention: int = 0
 
     def __post_init__(self):
+        if self.logn_attention == 1 or self.logn_attention < 0:
+            raise ValueError(f"logn_attention must be 0 (off) or a sequence length of 2 or more, "
+                             f"got {self.logn_attention}")
         if self.n_embed % self.n_head != 0:
             heads = [h for h in range(1, 33) if self.n_embed % h == 0]
             raise ValueError(f"n_embed={self.n_embed} is not divisible by n_head={self.n_head}; "
@@ -90,6 +99,10 @@ class ModelSettings:
     cuda_graphs: bool = True
     """on CUDA, decode (sampling and evaluation) by replaying a CUDA graph captured once per batch shape:
     one launch instead of ~70 a token; the CPU ignores it"""
+    logn_attention: int = 0
+    """0: off; L: each query at sequence index t scaled by max(1, ln(t + 1) / ln(L)), so attention stays as sharp past
+    L tokens as at L (log-n scaling; `logn_scale`); python -m rl.evaluate --logn_attention applies it to any file
+    (>= 0; not 1)"""
     matmul_attention: bool = False
     """attention in plain matmuls instead of F.scaled_dot_product_attention: for answers of a dozen tokens flash
     attention's tiles are mostly padding (a kernel profile on an H200 put it at 85% of sampling's GPU time)"""
@@ -97,7 +110,9 @@ class ModelSettings:
     def model_args(self) -> dict:
         """GPTConfig's arguments: what a snapshot stores of the model."""
         keys = ("vocab_size", "n_position", "n_layer", "n_head", "n_embed", "dropout", "bias", "tie_weights")
-        return {k: getattr(self, k) for k in keys}
+        # (logn_attention only when set: the files made before it existed keep their model_args)
+        return {**{k: getattr(self, k) for k in keys}, **({"logn_attention": self.logn_attention}
+                                                         if self.logn_attention else {})}
 
     def check_model(self, vocab_size: int):
         """ValueError (one line) for a shape GPTConfig refuses with the task's vocabulary, or a precision
@@ -187,10 +202,20 @@ def matmul_attention(q, k, v, *, is_causal: bool):
     return att.softmax(dim=-1).to(v.dtype) @ v
 
 
+def logn_scale(start: int, T: int, base: int, like: torch.Tensor) -> torch.Tensor:
+    """(1, 1, T, 1): max(1, ln(t + 1) / ln(base)) for the sequence indices t = start .. start + T - 1, in like's
+    dtype and device. A query at index t attends over t + 1 keys, and softmax's weights spread as that number grows:
+    scaling the query's logits by ln(n) keeps the largest weight where it is (Nakanishi 2025, "Scalable-Softmax";
+    Qwen's log-n attention), up to `base` tokens unchanged."""
+    t = torch.arange(start + 1, start + T + 1, dtype=torch.float32, device=like.device)
+    return (t.log() / math.log(base)).clamp(min=1.0).to(like.dtype).view(1, 1, T, 1)
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.n_head = config.n_head
+        self.logn_attention = config.logn_attention
         self.c_attn = nn.Linear(config.n_embed, 3 * config.n_embed, bias=config.bias)
         self.c_proj = nn.Linear(config.n_embed, config.n_embed, bias=config.bias)
         self.dropout = config.dropout
@@ -202,6 +227,8 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
         dropout_p = self.dropout if self.training else 0.0
+        if self.logn_attention:
+            q = q * logn_scale(cache.pos if cache is not None else 0, T, self.logn_attention, q)
         if cache is None:
             y = attention(q, k, v, is_causal=True, dropout_p=dropout_p, matmul=self.matmul_attention)
         else:

@@ -13,11 +13,13 @@ start file, on the fixed evaluation set of the test (or validation) split:
 
     python -m rl.evaluate out/AdderRLConfig/rl_snapshot_200.pt --split test --num 1000 --k 1 8 64 --samples 64 --show 10
     python -m rl.evaluate out/LongAdderRLConfig/rl_snapshot_200.pt --ndigits 10 20 40 100 --k 1 8 64
+    python -m rl.evaluate out/LongAdderRLConfig/rl_snapshot_200.pt --ndigits 40 100 --logn_attention 24
     python -m rl.evaluate --help
 
 A file of the task of many lengths (rl_ndigits) is evaluated at each length of --ndigits (default: the
 lengths its run evaluated), each on its own fixed set; the report gives every length's numbers and
-their mean, and the PNG accuracy and pass@k against length.
+their mean, and the PNG accuracy and pass@k against length. --logn_attention L evaluates the file's weights
+with attention's log-n scaling past L tokens (model/gpt.py), whatever the file was trained with.
 
 pass@k is the chance that at least one of k answers sampled at the temperature is right, averaged over
 problems, estimated two ways: `pass_at_k_unbiased` from n sampled answers per problem (Chen et al.
@@ -274,6 +276,8 @@ def parse_args(argv: list) -> argparse.Namespace:
     parser.add_argument("--device", default="auto", help="auto (cuda if available), cpu or cuda")
     parser.add_argument("--batch_size", type=int, default=4096,
                         help="answers a forward pass takes at once (bounds memory)")
+    parser.add_argument("--logn_attention", type=int, default=None, help="attention's log-n scaling past L tokens "
+                        "(model/gpt.py logn_scale; 0: off; default: the file's own, off unless it was trained with it)")
     parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
     args = parser.parse_args(argv)
     args.help_text = parser.format_help()
@@ -301,12 +305,19 @@ def check_args(args: argparse.Namespace):
         raise ConfigError(f"--ndigits takes operand lengths of 1 or more, got {min(args.ndigits)}")
     if args.show < 0 or args.seed < 0:
         raise ConfigError(f"--{'show' if args.show < 0 else 'seed'} must be 0 or more")
+    if args.logn_attention is not None and (args.logn_attention < 0 or args.logn_attention == 1):
+        raise ConfigError(f"--logn_attention must be 0 (off) or a sequence length of 2 or more, "
+                          f"got {args.logn_attention}")
 
 
-def load_for_evaluation(path: str, ndigits=None):
+def load_for_evaluation(path: str, ndigits=None, logn_attention=None):
     """(model on the CPU, {length: environment} to evaluate (None: the task's one length), the snapshot dict)
-    of a snapshot or warm start file; ndigits: the lengths asked for (the task of many lengths only)."""
+    of a snapshot or warm start file; ndigits: the lengths asked for (the task of many lengths only);
+    logn_attention: the model's log-n scaling in place of the file's (None: the file's)."""
     snap = load_snapshot(path)
+    if logn_attention is not None:  # (an inference-time change: the weights are the file's)
+        snap = {**snap, "model_args": {**{k: v for k, v in snap["model_args"].items() if k != "logn_attention"},
+                                       **({"logn_attention": logn_attention} if logn_attention else {})}}
     task = snap.get("task")
     if not isinstance(task, dict):
         raise ConfigError(f"{path} does not say which task it was trained on, so it cannot be evaluated")
@@ -427,7 +438,8 @@ def report_table(report: dict) -> str:
     task = r["task"]
     what = f"lengths {task['rl_ndigits']} in RL" if task.get("rl_ndigits") else f"ndigit={task['ndigit']}"
     lines = [f"{r['file']} ({r['kind']}{step}): {task['task']}, {what}; "
-             f"{r['num_problems']} {r['split']} problems; {r['device']}; {r['seconds']:.1f}s",
+             f"{r['num_problems']} {r['split']} problems; {r['device']}; {r['seconds']:.1f}s" + (
+                 f"; attention log-n scaled past {r['logn_attention']} tokens" if r.get("logn_attention") else ""),
              f"greedy   accuracy {r['greedy_accuracy']:.4f}   digit accuracy {r['greedy_digit_accuracy']:.4f}" + (
                  f"   steps all right {r['greedy_steps_accuracy']:.4f}" if r["greedy_steps_accuracy"] is not None
                  else ""),
@@ -525,7 +537,7 @@ def main(argv=None) -> int:
             print(args.help_text)
             return 0
         check_args(args)
-        model, envs, snap = load_for_evaluation(args.file, args.ndigits)
+        model, envs, snap = load_for_evaluation(args.file, args.ndigits, args.logn_attention)
         check_fits(model, envs, args.file)
         json_path, png_path = output_paths(args)
         try:
@@ -548,7 +560,8 @@ def main(argv=None) -> int:
     report = {"command": shlex.join(["python", "-m", "rl.evaluate", *argv]), "file": args.file,
               "kind": snap.get("kind"), "step": snap.get("step"), "task": snap["task"], "split": args.split,
               "num": args.num, "samples": args.samples, "temperature": args.temperature,
-              "temperature_from": temperature_from, "k": args.k, "seed": args.seed, "device": str(device),
+              "temperature_from": temperature_from, "logn_attention": model.config.logn_attention, "k": args.k,
+              "seed": args.seed, "device": str(device),
               "threads": torch.get_num_threads(), **numbers, "seconds": time.time() - t0}
     print(report_table(report))
     for line in shown:

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from model.gpt import GPT, GPTConfig, KVCache
+from model.gpt import GPT, GPTConfig, KVCache, logn_scale
 
 END, PAD = 11, 12
 
@@ -174,3 +174,40 @@ def test_position_ids_outside_the_table_or_of_the_wrong_shape_are_refused():
         model.generate(idx, 3, greedy=True, pos=torch.zeros(2, 4, dtype=torch.long))
     with pytest.raises(ValueError, match="position ids 0..20 outside"):  # an answer's id, checked before decoding
         model.generate(idx, 3, greedy=True, pos=torch.tensor([[0, 1, 2, 3, 4, 5, 20]] * 2))
+
+
+def test_logn_scale_by_hand():
+    """max(1, ln(t + 1) / ln(base)) at sequence indices t = start .. start + T - 1."""
+    like = torch.zeros(1)
+    assert logn_scale(0, 4, 2, like).flatten().tolist() == pytest.approx([1.0, 1.0, 1.5849625, 2.0])
+    assert logn_scale(3, 2, 2, like).flatten().tolist() == pytest.approx([2.0, 2.3219281])
+    assert logn_scale(0, 9, 9, like).flatten().tolist() == [1.0] * 9  # up to base tokens, nothing changes
+    assert logn_scale(0, 3, 2, like).shape == (1, 1, 3, 1)
+    with pytest.raises(ValueError, match="logn_attention must be 0 \\(off\\) or a sequence length of 2 or more, got 1"):
+        GPTConfig(vocab_size=14, logn_attention=1)
+
+
+def test_logn_attention_leaves_the_first_base_tokens_alone_and_its_cached_decode_equals_the_full_pass():
+    """Up to L tokens the logits equal the plain model's exactly; past L they differ, and a KV-cached decode, whose
+    queries arrive one at a time at sequence index cache.pos, gives the full pass's logits at every step."""
+    plain, scaled = make_model(n_position=16), make_model(n_position=16, logn_attention=6)
+    scaled.load_state_dict(plain.state_dict())
+    for m in (plain, scaled):
+        with torch.no_grad():
+            for p in m.parameters():
+                p.mul_(4.0)  # sharp enough logits that the scaling changes them visibly
+    idx = torch.randint(0, 10, (8, 12))
+    with torch.no_grad():
+        a, b = plain(idx), scaled(idx)
+    assert torch.equal(a[:, :6], b[:, :6]) and (a[:, 6:] - b[:, 6:]).abs().max() > 1e-3
+    prompts = idx[:, :4]
+    tokens = scaled.generate(prompts, 8, greedy=True)
+    assert torch.equal(tokens, scaled.generate(prompts, 8, greedy=True, use_cache=False))
+    scaled.double()
+    with torch.no_grad():
+        full = scaled(torch.cat([prompts, tokens], dim=1))
+        cache = KVCache(scaled.config, 8, 12, prompts.device, torch.float64)
+        steps = [scaled(prompts, cache)[:, -1]]
+        for t in range(7):
+            steps.append(scaled(tokens[:, t:t + 1], cache)[:, -1])
+    assert (torch.stack(steps, 1) - full[:, 3:11]).abs().max() < 1e-5
