@@ -49,6 +49,12 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 
+def check_logn_attention(base: int):
+    """ValueError (one line) unless base is 0 (off) or a length of 2 or more (ln 1 = 0 cannot divide)."""
+    if base == 1 or base < 0:
+        raise ValueError(f"logn_attention must be 0 (off) or a sequence length of 2 or more, got {base}")
+
+
 @dataclass
 class GPTConfig:
     vocab_size: int
@@ -62,9 +68,7 @@ class GPTConfig:
     logn_attention: int = 0
 
     def __post_init__(self):
-        if self.logn_attention == 1 or self.logn_attention < 0:
-            raise ValueError(f"logn_attention must be 0 (off) or a sequence length of 2 or more, "
-                             f"got {self.logn_attention}")
+        check_logn_attention(self.logn_attention)
         if self.n_embed % self.n_head != 0:
             heads = [h for h in range(1, 33) if self.n_embed % h == 0]
             raise ValueError(f"n_embed={self.n_embed} is not divisible by n_head={self.n_head}; "

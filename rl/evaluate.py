@@ -45,6 +45,7 @@ from typing import Optional
 import torch
 from tqdm import tqdm
 
+from model.gpt import check_logn_attention
 from rl import dist, seeding
 from rl.algorithms import answer_logits, answer_mask, masked, token_logprobs
 from rl.errors import ConfigError, TrainingError  # (TrainingError re-exported: from rl.evaluate import it works)
@@ -305,9 +306,11 @@ def check_args(args: argparse.Namespace):
         raise ConfigError(f"--ndigits takes operand lengths of 1 or more, got {min(args.ndigits)}")
     if args.show < 0 or args.seed < 0:
         raise ConfigError(f"--{'show' if args.show < 0 else 'seed'} must be 0 or more")
-    if args.logn_attention is not None and (args.logn_attention < 0 or args.logn_attention == 1):
-        raise ConfigError(f"--logn_attention must be 0 (off) or a sequence length of 2 or more, "
-                          f"got {args.logn_attention}")
+    if args.logn_attention is not None:
+        try:
+            check_logn_attention(args.logn_attention)
+        except ValueError as e:
+            raise ConfigError(f"--{e}") from None
 
 
 def load_for_evaluation(path: str, ndigits=None, logn_attention=None):
@@ -316,8 +319,7 @@ def load_for_evaluation(path: str, ndigits=None, logn_attention=None):
     logn_attention: the model's log-n scaling in place of the file's (None: the file's)."""
     snap = load_snapshot(path)
     if logn_attention is not None:  # (an inference-time change: the weights are the file's)
-        snap = {**snap, "model_args": {**{k: v for k, v in snap["model_args"].items() if k != "logn_attention"},
-                                       **({"logn_attention": logn_attention} if logn_attention else {})}}
+        snap = {**snap, "model_args": {**snap["model_args"], "logn_attention": logn_attention}}
     task = snap.get("task")
     if not isinstance(task, dict):
         raise ConfigError(f"{path} does not say which task it was trained on, so it cannot be evaluated")
