@@ -26,6 +26,11 @@ max(1, ln(t + 1) / ln(L)) (`logn_scale`), so that a long sequence's attention is
 a cached decode scales each new query by its own index. Evaluating a model trained without it with it
 (python -m rl.evaluate --logn_attention) carried the adder's sums far past their trained widths (docs/results.md).
 
+A window of position ids (GPTConfig.attention_window = W, off by default): a token attends only to the tokens
+before it whose ids are within W of its own (`window_mask`; a cached decode keeps every token's id, KVCache.ids).
+With coupled ids that is the digits of the columns around its own, however long the numbers, so a query's softmax
+spreads over as many keys at 100 digits as at 10 (docs/results.md, "A window of columns").
+
 How it runs (not what it computes) is set per model by `configure_runtime`, so that every caller
 (sampler, learner, evaluation, warm start, reference, critic) computes the same way:
   autocast_dtype  None: fp32; torch.bfloat16: every forward under bf16 autocast (matmuls in bf16,
@@ -49,6 +54,12 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 
+def check_attention_window(window: int):
+    """ValueError (one line) unless window is 0 (off) or a number of position ids, 1 or more."""
+    if window < 0:
+        raise ValueError(f"attention_window must be 0 (off) or a number of position ids of 1 or more, got {window}")
+
+
 def check_logn_attention(base: int):
     """ValueError (one line) unless base is 0 (off) or a length of 2 or more (ln 1 = 0 cannot divide)."""
     if base == 1 or base < 0:
@@ -66,9 +77,11 @@ class GPTConfig:
     bias: bool = False
     tie_weights: bool = True
     logn_attention: int = 0
+    attention_window: int = 0
 
     def __post_init__(self):
         check_logn_attention(self.logn_attention)
+        check_attention_window(self.attention_window)
         if self.n_embed % self.n_head != 0:
             heads = [h for h in range(1, 33) if self.n_embed % h == 0]
             raise ValueError(f"n_embed={self.n_embed} is not divisible by n_head={self.n_head}; "
@@ -107,6 +120,10 @@ class ModelSettings:
     """0: off; L: each query at sequence index t scaled by max(1, ln(t + 1) / ln(L)), so attention stays as sharp past
     L tokens as at L (log-n scaling; `logn_scale`); python -m rl.evaluate --logn_attention applies it to any file
     (>= 0; not 1)"""
+    attention_window: int = 0
+    """0: off; W: a token attends only to the tokens before it whose position ids are within W of its own (with
+    coupled ids, the columns around its own), so the keys a query reads stop growing with the sequence
+    (`window_mask`); python -m rl.evaluate --attention_window applies it to any file (>= 0)"""
     matmul_attention: bool = False
     """attention in plain matmuls instead of F.scaled_dot_product_attention: for answers of a dozen tokens flash
     attention's tiles are mostly padding (a kernel profile on an H200 put it at 85% of sampling's GPU time)"""
@@ -114,9 +131,9 @@ class ModelSettings:
     def model_args(self) -> dict:
         """GPTConfig's arguments: what a snapshot stores of the model."""
         keys = ("vocab_size", "n_position", "n_layer", "n_head", "n_embed", "dropout", "bias", "tie_weights")
-        # (logn_attention only when set: the files made before it existed keep their model_args)
-        return {**{k: getattr(self, k) for k in keys}, **({"logn_attention": self.logn_attention}
-                                                         if self.logn_attention else {})}
+        # (logn_attention and attention_window only when set: the files made before them keep their model_args)
+        return {**{k: getattr(self, k) for k in keys},
+                **{k: getattr(self, k) for k in ("logn_attention", "attention_window") if getattr(self, k)}}
 
     def check_model(self, vocab_size: int):
         """ValueError (one line) for a shape GPTConfig refuses with the task's vocabulary, or a precision
@@ -171,30 +188,37 @@ class KVCache:
         shape = (config.n_layer, batch_size, config.n_head, max_len, config.n_embed // config.n_head)
         self.k = torch.empty(shape, device=device, dtype=dtype)
         self.v = torch.empty(shape, device=device, dtype=dtype)
+        # the position id of every cached token, for attention_window's mask (B, T_max)
+        window = config.attention_window
+        self.ids = torch.zeros(batch_size, max_len, dtype=torch.long, device=device) if window else None
         self.pos = 0
 
     def repeat_interleave(self, n: int):
         """Copy each row n times (rows i*n ... i*n+n-1 continue row i): one prompt, n samples."""
         if n > 1:
             self.k, self.v = (repeat_rows(t, n, dim=1) for t in (self.k, self.v))
+            self.ids = None if self.ids is None else repeat_rows(self.ids, n)
 
 
 MAX_ATTENTION_BATCH = 32768  # rows of one CUDA attention call (flash attention's grid holds the batch in one dimension)
 
 
-def attention(q, k, v, *, is_causal: bool, dropout_p: float = 0.0, matmul: bool = False):
+def attention(q, k, v, *, is_causal: bool, dropout_p: float = 0.0, matmul: bool = False, mask=None):
     """Attention over (B, n_head, T, head_dim): F.scaled_dot_product_attention (in pieces of MAX_ATTENTION_BATCH
     rows on CUDA: at 65,536 rows a bf16 call failed with "CUDA error: invalid argument" on an H200), or with
-    `matmul` (and no dropout) `matmul_attention`."""
+    `matmul` (and no dropout) `matmul_attention`. mask (B, 1, T, Tk) bool: the keys each query may read (then
+    is_causal is False: the mask is causal itself)."""
     if matmul and dropout_p == 0.0:
-        return matmul_attention(q, k, v, is_causal=is_causal)
-    sdpa = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, dropout_p=dropout_p)
+        return matmul_attention(q, k, v, is_causal=is_causal, mask=mask)
+    sdpa = lambda q, k, v, m=None: F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=is_causal,
+                                                                    dropout_p=dropout_p)
+    tensors = (q, k, v) if mask is None else (q, k, v, mask)
     if not q.is_cuda or len(q) <= MAX_ATTENTION_BATCH:
-        return sdpa(q, k, v)
-    return torch.cat([sdpa(*parts) for parts in zip(*(t.split(MAX_ATTENTION_BATCH) for t in (q, k, v)))])
+        return sdpa(*tensors)
+    return torch.cat([sdpa(*parts) for parts in zip(*(t.split(MAX_ATTENTION_BATCH) for t in tensors))])
 
 
-def matmul_attention(q, k, v, *, is_causal: bool):
+def matmul_attention(q, k, v, *, is_causal: bool, mask=None):
     """softmax(q k^T / sqrt(head_dim), causal mask aligned top-left as SDPA's) v in plain matmuls. The answers here
     are a dozen tokens: flash attention tiles T in blocks of 64-128 and launches one block per (row, head), and a
     kernel profile at 4,096 x 8 answers (H200, bf16) put it at 85% of sampling's GPU time and 65% of the update's.
@@ -203,6 +227,8 @@ def matmul_attention(q, k, v, *, is_causal: bool):
     if is_causal:
         keep = torch.ones(att.shape[-2:], dtype=torch.bool, device=q.device).tril()
         att = att.masked_fill(~keep, float("-inf"))
+    if mask is not None:
+        att = att.masked_fill(~mask, float("-inf"))
     return att.softmax(dim=-1).to(v.dtype) @ v
 
 
@@ -213,6 +239,22 @@ def logn_scale(start: int, T: int, base: int, like: torch.Tensor) -> torch.Tenso
     Qwen's log-n attention), up to `base` tokens unchanged."""
     t = torch.arange(start + 1, start + T + 1, dtype=torch.float32, device=like.device)
     return (t.log() / math.log(base)).clamp(min=1.0).to(like.dtype).view(1, 1, T, 1)
+
+
+def window_mask(ids: torch.Tensor, cache, window: int) -> torch.Tensor:
+    """(B, 1, T, start + T) bool: query i may read key j iff j is not after i and their position ids differ by at
+    most `window`. ids (B, T): the position ids of the T tokens read now, after the cache's `start` (whose
+    ids it keeps, `KVCache.ids`). With coupled ids a column's digits share an id, so a query reads the digits of the
+    columns around its own and no more, however long the numbers: the keys it reads, and so how much its softmax
+    spreads, stop growing with the sequence (docs/results.md, "A window of columns")."""
+    start, T = (cache.pos if cache is not None else 0), ids.shape[1]
+    keys = ids
+    if cache is not None:
+        cache.ids[:, start:start + T] = ids
+        keys = cache.ids[:, :start + T]
+    near = (ids[:, :, None] - keys[:, None, :]).abs() <= window  # (B, T, start + T)
+    causal = torch.ones(T, start + T, dtype=torch.bool, device=ids.device).tril(diagonal=start)
+    return (near & causal)[:, None]
 
 
 class CausalSelfAttention(nn.Module):
@@ -226,7 +268,8 @@ class CausalSelfAttention(nn.Module):
         self.resid_dropout = nn.Dropout(config.dropout)
         self.matmul_attention = False  # set by GPT.configure_runtime
 
-    def forward(self, x, cache: KVCache = None, layer: int = 0):
+    def forward(self, x, cache: KVCache = None, layer: int = 0, mask=None):
+        """mask: `window_mask`'s, or None for plain causal attention."""
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
@@ -234,7 +277,8 @@ class CausalSelfAttention(nn.Module):
         if self.logn_attention:
             q = q * logn_scale(cache.pos if cache is not None else 0, T, self.logn_attention, q)
         if cache is None:
-            y = attention(q, k, v, is_causal=True, dropout_p=dropout_p, matmul=self.matmul_attention)
+            y = attention(q, k, v, is_causal=mask is None, dropout_p=dropout_p, matmul=self.matmul_attention,
+                          mask=mask)
         else:
             start, end = cache.pos, cache.pos + T
             cache.k[layer, :, :, start:end] = k
@@ -243,7 +287,8 @@ class CausalSelfAttention(nn.Module):
             # A prefill from an empty cache is an ordinary causal pass; a later single token may
             # attend to everything already cached, so it needs no mask at all.
             assert start == 0 or T == 1, "the cache takes a prompt, then one token at a time"
-            y = attention(q, k, v, is_causal=(start == 0 and T > 1), matmul=self.matmul_attention)
+            y = attention(q, k, v, is_causal=(mask is None and start == 0 and T > 1), matmul=self.matmul_attention,
+                          mask=mask)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
@@ -267,8 +312,8 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.n_embed, bias=config.bias)
         self.mlp = MLP(config)
 
-    def forward(self, x, cache=None, layer=0):
-        x = x + self.attn(self.ln_1(x), cache, layer)
+    def forward(self, x, cache=None, layer=0, mask=None):
+        x = x + self.attn(self.ln_1(x), cache, layer, mask)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -351,8 +396,10 @@ class GPT(nn.Module):
             if start == 0 and check_pos:
                 check_position_ids(pos, self.config.n_position)
         x = self.drop(self.wte(idx) + self.wpe(pos))
+        window = self.config.attention_window
+        mask = window_mask(pos.expand(B, T), cache, window) if window else None
         for layer, block in enumerate(self.blocks):
-            x = block(x, cache, layer)
+            x = block(x, cache, layer, mask)
         if cache is not None:
             cache.pos += T
         return self.ln_f(x)

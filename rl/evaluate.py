@@ -14,12 +14,14 @@ start file, on the fixed evaluation set of the test (or validation) split:
     python -m rl.evaluate out/AdderRLConfig/rl_snapshot_200.pt --split test --num 1000 --k 1 8 64 --samples 64 --show 10
     python -m rl.evaluate out/LongAdderRLConfig/rl_snapshot_200.pt --ndigits 10 20 40 100 --k 1 8 64
     python -m rl.evaluate out/LongAdderRLConfig/rl_snapshot_200.pt --ndigits 40 100 --logn_attention 24
+    python -m rl.evaluate out/LongAdderRLConfig/rl_snapshot_200.pt --ndigits 40 100 --attention_window 3
     python -m rl.evaluate --help
 
 A file of the task of many lengths (rl_ndigits) is evaluated at each length of --ndigits (default: the
 lengths its run evaluated), each on its own fixed set; the report gives every length's numbers and
 their mean, and the PNG accuracy and pass@k against length. --logn_attention L evaluates the file's weights
-with attention's log-n scaling past L tokens (model/gpt.py), whatever the file was trained with.
+with attention's log-n scaling past L tokens, --attention_window W with each token reading only the tokens
+whose position ids are within W of its own (model/gpt.py), whatever the file was trained with.
 
 pass@k is the chance that at least one of k answers sampled at the temperature is right, averaged over
 problems, estimated two ways: `pass_at_k_unbiased` from n sampled answers per problem (Chen et al.
@@ -45,7 +47,7 @@ from typing import Optional
 import torch
 from tqdm import tqdm
 
-from model.gpt import check_logn_attention
+from model.gpt import check_attention_window, check_logn_attention
 from rl import dist, seeding
 from rl.algorithms import answer_logits, answer_mask, masked, token_logprobs
 from rl.errors import ConfigError, TrainingError  # (TrainingError re-exported: from rl.evaluate import it works)
@@ -279,6 +281,9 @@ def parse_args(argv: list) -> argparse.Namespace:
                         help="answers a forward pass takes at once (bounds memory)")
     parser.add_argument("--logn_attention", type=int, default=None, help="attention's log-n scaling past L tokens "
                         "(model/gpt.py logn_scale; 0: off; default: the file's own, off unless it was trained with it)")
+    parser.add_argument("--attention_window", type=int, default=None, help="each token reads only the tokens whose "
+                        "position ids are within W of its own (model/gpt.py window_mask; 0: off; default: the file's "
+                        "own, off unless it was trained with it)")
     parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
     args = parser.parse_args(argv)
     args.help_text = parser.format_help()
@@ -306,20 +311,22 @@ def check_args(args: argparse.Namespace):
         raise ConfigError(f"--ndigits takes operand lengths of 1 or more, got {min(args.ndigits)}")
     if args.show < 0 or args.seed < 0:
         raise ConfigError(f"--{'show' if args.show < 0 else 'seed'} must be 0 or more")
-    if args.logn_attention is not None:
-        try:
-            check_logn_attention(args.logn_attention)
-        except ValueError as e:
-            raise ConfigError(f"--{e}") from None
+    for name, check in (("logn_attention", check_logn_attention), ("attention_window", check_attention_window)):
+        if getattr(args, name) is not None:
+            try:
+                check(getattr(args, name))
+            except ValueError as e:
+                raise ConfigError(f"--{e}") from None
 
 
-def load_for_evaluation(path: str, ndigits=None, logn_attention=None):
+def load_for_evaluation(path: str, ndigits=None, model_overrides=None):
     """(model on the CPU, {length: environment} to evaluate (None: the task's one length), the snapshot dict)
     of a snapshot or warm start file; ndigits: the lengths asked for (the task of many lengths only);
-    logn_attention: the model's log-n scaling in place of the file's (None: the file's)."""
+    model_overrides: GPTConfig settings in place of the file's ({"logn_attention": 24}; None values: the file's)."""
     snap = load_snapshot(path)
-    if logn_attention is not None:  # (an inference-time change: the weights are the file's)
-        snap = {**snap, "model_args": {**snap["model_args"], "logn_attention": logn_attention}}
+    overrides = {k: v for k, v in (model_overrides or {}).items() if v is not None}
+    if overrides:  # (inference-time changes: the weights are the file's)
+        snap = {**snap, "model_args": {**snap["model_args"], **overrides}}
     task = snap.get("task")
     if not isinstance(task, dict):
         raise ConfigError(f"{path} does not say which task it was trained on, so it cannot be evaluated")
@@ -441,7 +448,8 @@ def report_table(report: dict) -> str:
     what = f"lengths {task['rl_ndigits']} in RL" if task.get("rl_ndigits") else f"ndigit={task['ndigit']}"
     lines = [f"{r['file']} ({r['kind']}{step}): {task['task']}, {what}; "
              f"{r['num_problems']} {r['split']} problems; {r['device']}; {r['seconds']:.1f}s" + (
-                 f"; attention log-n scaled past {r['logn_attention']} tokens" if r.get("logn_attention") else ""),
+                 f"; attention log-n scaled past {r['logn_attention']} tokens" if r.get("logn_attention") else "") + (
+                 f"; attention within {r['attention_window']} position ids" if r.get("attention_window") else ""),
              f"greedy   accuracy {r['greedy_accuracy']:.4f}   digit accuracy {r['greedy_digit_accuracy']:.4f}" + (
                  f"   steps all right {r['greedy_steps_accuracy']:.4f}" if r["greedy_steps_accuracy"] is not None
                  else ""),
@@ -539,7 +547,8 @@ def main(argv=None) -> int:
             print(args.help_text)
             return 0
         check_args(args)
-        model, envs, snap = load_for_evaluation(args.file, args.ndigits, args.logn_attention)
+        model, envs, snap = load_for_evaluation(args.file, args.ndigits, {
+            "logn_attention": args.logn_attention, "attention_window": args.attention_window})
         check_fits(model, envs, args.file)
         json_path, png_path = output_paths(args)
         try:
@@ -562,7 +571,8 @@ def main(argv=None) -> int:
     report = {"command": shlex.join(["python", "-m", "rl.evaluate", *argv]), "file": args.file,
               "kind": snap.get("kind"), "step": snap.get("step"), "task": snap["task"], "split": args.split,
               "num": args.num, "samples": args.samples, "temperature": args.temperature,
-              "temperature_from": temperature_from, "logn_attention": model.config.logn_attention, "k": args.k,
+              "temperature_from": temperature_from, "logn_attention": model.config.logn_attention,
+              "attention_window": model.config.attention_window, "k": args.k,
               "seed": args.seed, "device": str(device),
               "threads": torch.get_num_threads(), **numbers, "seconds": time.time() - t0}
     print(report_table(report))

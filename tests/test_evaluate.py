@@ -193,7 +193,7 @@ def command(args: list, capsys) -> tuple:
 
 
 JSON_KEYS = {"command", "file", "kind", "step", "task", "split", "num", "samples", "temperature", "temperature_from",
-             "logn_attention",
+             "logn_attention", "attention_window",
              "k", "seed", "device", "threads", "num_problems", "greedy_accuracy", "greedy_digit_accuracy",
              "greedy_digit_errors", "greedy_end_errors",
              "greedy_steps_accuracy", "pass_at_k", "mean_p_right", "exact_note", "pass_at_k_curve", "seconds"}
@@ -283,6 +283,8 @@ def test_a_warm_start_with_shown_work_reports_no_exact_figures(tmp_path, capsys,
     (["{snap}", "--device", "tpu"], "error: device must be 'auto', 'cpu' or 'cuda', got 'tpu'"),
     (["{snap}", "--logn_attention", "1"], "error: --logn_attention must be 0 (off) or a sequence length of 2 or more, "
                                           "got 1"),
+    (["{snap}", "--attention_window", "-2"], "error: --attention_window must be 0 (off) or a number of position ids "
+                                             "of 1 or more, got -2"),
     ([], "error: no file to evaluate"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, snapshot_file, capsys):
@@ -359,25 +361,28 @@ def test_a_file_of_many_lengths_is_evaluated_at_each_length(long_file, tmp_path,
     assert list(json.loads((tmp_path / "d.json").read_text())["by_length"]) == ["2", "4"]
 
 
-def test_logn_attention_evaluates_the_files_weights_with_the_scaling(long_file, tmp_path, capsys):
-    """--logn_attention L: the file's weights in a model that scales attention past L tokens (exact pass@1 as that
-    model gives it, by hand), said in the table and the JSON; --logn_attention 0 is the file as is."""
+@pytest.mark.parametrize("setting, value, said", [("logn_attention", 3, "attention log-n scaled past 3 tokens"),
+                                                  ("attention_window", 1, "attention within 1 position ids")])
+def test_model_settings_evaluate_the_files_weights_read_another_way(setting, value, said, long_file, tmp_path, capsys):
+    """--logn_attention L (attention scaled past L tokens) and --attention_window W (each token reads the tokens
+    whose ids are within W of its own): the file's weights in a model built with the setting (exact pass@1 as that
+    model gives it, by hand), said in the table and the JSON; 0 is the file as is."""
     trainer, path = long_file
     env = environments(trainer.config.task_args(), [2])["eval"][2]
     problems = env.encode(*env.eval_operands(40, "test"))
-    scaled = GPT(GPTConfig(**{**trainer.config.model_args(), "logn_attention": 3}))
-    scaled.load_state_dict(trainer.model.state_dict())
+    changed = GPT(GPTConfig(**{**trainer.config.model_args(), setting: value}))
+    changed.load_state_dict(trainer.model.state_dict())
     p = {name: answer_probability(model.eval(), env, *problems, 0.8).mean().item()
-         for name, model in (("scaled", scaled), ("plain", trainer.model))}
-    assert abs(p["scaled"] - p["plain"]) > 1e-4  # (the check below can tell them apart)
-    for L, name in ((3, "scaled"), (0, "plain")):
-        out = tmp_path / f"{L}.json"
+         for name, model in (("changed", changed), ("plain", trainer.model))}
+    assert abs(p["changed"] - p["plain"]) > 1e-4  # (the check below can tell them apart)
+    for v, name in ((value, "changed"), (0, "plain")):
+        out = tmp_path / f"{v}.json"
         code, stdout, stderr = command([path, "--ndigits", 2, "--num", 40, "--samples", 2, "--k", 1,
-                                        "--logn_attention", L, "--out", out], capsys)
+                                        f"--{setting}", v, "--out", out], capsys)
         report = json.loads(out.read_text())
-        assert code == 0 and report["logn_attention"] == L, stderr
+        assert code == 0 and report[setting] == v, stderr
         assert report["by_length"]["2"]["pass_at_k"]["1"]["exact"] == pytest.approx(p[name], abs=1e-6)
-        assert ("attention log-n scaled past 3 tokens" in stdout.splitlines()[0]) == (L == 3)
+        assert (said in stdout.splitlines()[0]) == (v == value)
 
 
 def test_lengths_the_file_cannot_take_are_one_line(long_file, snapshot_file, capsys):
