@@ -6,6 +6,7 @@
 # out/probe-after-sft/.
 set -e
 here=results/study/probes/LongAdderRLConfig-carry-id-window
+mkdir -p $here/test
 for s in 0 1 2; do
   run="out/lengths/LongAdderRLConfig-sft_pad_ndigits=40+rl_pad_ndigits=40+pad_share=0.5+carry_column=true-seed$s"
   for arm in none rl sft; do
