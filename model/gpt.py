@@ -27,8 +27,9 @@ a cached decode scales each new query by its own index. Evaluating a model train
 (python -m rl.evaluate --logn_attention) carried the adder's sums far past their trained widths (docs/results.md).
 
 A window of position ids (GPTConfig.attention_window = W, off by default): a token attends only to the tokens
-before it whose ids are within W of its own (`window_mask`; a cached decode keeps every token's id, KVCache.ids).
-With coupled ids that is the digits of the columns around its own, however long the numbers, so a query's softmax
+before it whose ids are within W of its own, and to the global tokens the caller names, if any (`window_mask`; a
+cached decode keeps every token's id, KVCache.ids, .glob; Longformer's sliding window with global attention). With
+coupled ids that is the digits of the columns around its own, however long the numbers, so a query's softmax
 spreads over as many keys at 100 digits as at 10 (docs/results.md, "A window of columns").
 
 How it runs (not what it computes) is set per model by `configure_runtime`, so that every caller
@@ -60,6 +61,15 @@ def check_attention_window(window: int):
         raise ValueError(f"attention_window must be 0 (off) or a number of position ids of 1 or more, got {window}")
 
 
+def window_global_tokens(vocab_size: int) -> list:
+    """The tokens a window of ids never hides with attention_globals: every task's vocabulary has the digits 0-9 at
+    ids 0-9 (rl/math_env.py), and the others ("+", "=", the end, shown work's separators) say which part of the
+    problem a digit is in: a digit of b has the same id as the same column's digit of a, and a model trained without
+    a window tells them apart by the "+" before b. Read through a window without them, such models broke past 5
+    digits (docs/results.md)."""
+    return list(range(10, vocab_size))
+
+
 def check_logn_attention(base: int):
     """ValueError (one line) unless base is 0 (off) or a length of 2 or more (ln 1 = 0 cannot divide)."""
     if base == 1 or base < 0:
@@ -78,10 +88,13 @@ class GPTConfig:
     tie_weights: bool = True
     logn_attention: int = 0
     attention_window: int = 0
+    global_tokens: tuple = ()  # token ids every query reads whatever attention_window hides (Longformer's global)
 
     def __post_init__(self):
         check_logn_attention(self.logn_attention)
         check_attention_window(self.attention_window)
+        if any(not 0 <= t < self.vocab_size for t in self.global_tokens):
+            raise ValueError(f"global_tokens {list(self.global_tokens)} outside the vocabulary 0..{self.vocab_size - 1}")
         if self.n_embed % self.n_head != 0:
             heads = [h for h in range(1, 33) if self.n_embed % h == 0]
             raise ValueError(f"n_embed={self.n_embed} is not divisible by n_head={self.n_head}; "
@@ -124,6 +137,9 @@ class ModelSettings:
     """0: off; W: a token attends only to the tokens before it whose position ids are within W of its own (with
     coupled ids, the columns around its own), so the keys a query reads stop growing with the sequence
     (`window_mask`); python -m rl.evaluate --attention_window applies it to any file (>= 0)"""
+    attention_globals: bool = False
+    """with attention_window, the non-digit tokens ("+", "=") stay visible to every query (Longformer's global
+    tokens): a model trained without a window needs them to be read through one; trained with it, none did"""
     matmul_attention: bool = False
     """attention in plain matmuls instead of F.scaled_dot_product_attention: for answers of a dozen tokens flash
     attention's tiles are mostly padding (a kernel profile on an H200 put it at 85% of sampling's GPU time)"""
@@ -133,13 +149,17 @@ class ModelSettings:
         keys = ("vocab_size", "n_position", "n_layer", "n_head", "n_embed", "dropout", "bias", "tie_weights")
         # (logn_attention and attention_window only when set: the files made before them keep their model_args)
         return {**{k: getattr(self, k) for k in keys},
-                **{k: getattr(self, k) for k in ("logn_attention", "attention_window") if getattr(self, k)}}
+                **{k: getattr(self, k) for k in ("logn_attention", "attention_window") if getattr(self, k)},
+                **({"global_tokens": window_global_tokens(self.vocab_size)}
+                   if self.attention_window and self.attention_globals else {})}
 
     def check_model(self, vocab_size: int):
         """ValueError (one line) for a shape GPTConfig refuses with the task's vocabulary, or a precision
         no device runs; vocab_size and max_seq_len are the task's to set."""
         if self.vocab_size or self.max_seq_len:
             raise ValueError("vocab_size and max_seq_len are derived from the task; do not set them")
+        if self.attention_globals and not self.attention_window:
+            raise ValueError("attention_globals keeps tokens visible through a window; set attention_window too")
         GPTConfig(**{**self.model_args(), "vocab_size": vocab_size})
         autocast_dtype_for(self.precision, "cpu")
 
@@ -191,13 +211,15 @@ class KVCache:
         # the position id of every cached token, for attention_window's mask (B, T_max)
         window = config.attention_window
         self.ids = torch.zeros(batch_size, max_len, dtype=torch.long, device=device) if window else None
+        self.glob = torch.zeros(batch_size, max_len, dtype=torch.bool, device=device) if window else None
         self.pos = 0
 
     def repeat_interleave(self, n: int):
         """Copy each row n times (rows i*n ... i*n+n-1 continue row i): one prompt, n samples."""
         if n > 1:
             self.k, self.v = (repeat_rows(t, n, dim=1) for t in (self.k, self.v))
-            self.ids = None if self.ids is None else repeat_rows(self.ids, n)
+            if self.ids is not None:
+                self.ids, self.glob = repeat_rows(self.ids, n), repeat_rows(self.glob, n)
 
 
 MAX_ATTENTION_BATCH = 32768  # rows of one CUDA attention call (flash attention's grid holds the batch in one dimension)
@@ -241,18 +263,20 @@ def logn_scale(start: int, T: int, base: int, like: torch.Tensor) -> torch.Tenso
     return (t.log() / math.log(base)).clamp(min=1.0).to(like.dtype).view(1, 1, T, 1)
 
 
-def window_mask(ids: torch.Tensor, cache, window: int) -> torch.Tensor:
-    """(B, 1, T, start + T) bool: query i may read key j iff j is not after i and their position ids differ by at
-    most `window`. ids (B, T): the position ids of the T tokens read now, after the cache's `start` (whose
-    ids it keeps, `KVCache.ids`). With coupled ids a column's digits share an id, so a query reads the digits of the
-    columns around its own and no more, however long the numbers: the keys it reads, and so how much its softmax
-    spreads, stop growing with the sequence (docs/results.md, "A window of columns")."""
+def window_mask(ids: torch.Tensor, glob: torch.Tensor, cache, window: int) -> torch.Tensor:
+    """(B, 1, T, start + T) bool: query i may read key j iff j is not after i and either their position ids differ
+    by at most `window` or j is a global token. ids, glob (B, T): the position ids of the T tokens read now, after
+    the cache's `start` (whose ids it keeps, `KVCache.ids`, `.glob`), and which of them are global tokens. With
+    coupled ids a column's digits share an id, so a query reads the digits of the columns around its own, "+" and
+    "=", and no more, however long the numbers: the keys it reads, and so how much its softmax spreads, stop growing
+    with the sequence (docs/results.md, "A window of columns")."""
     start, T = (cache.pos if cache is not None else 0), ids.shape[1]
-    keys = ids
+    keys, key_glob = ids, glob
     if cache is not None:
-        cache.ids[:, start:start + T] = ids
-        keys = cache.ids[:, :start + T]
+        cache.ids[:, start:start + T], cache.glob[:, start:start + T] = ids, glob
+        keys, key_glob = cache.ids[:, :start + T], cache.glob[:, :start + T]
     near = (ids[:, :, None] - keys[:, None, :]).abs() <= window  # (B, T, start + T)
+    near |= key_glob[:, None, :]
     causal = torch.ones(T, start + T, dtype=torch.bool, device=ids.device).tril(diagonal=start)
     return (near & causal)[:, None]
 
@@ -327,6 +351,10 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
         self.ln_f = nn.LayerNorm(config.n_embed, bias=config.bias)
         self.lm_head = nn.Linear(config.n_embed, config.vocab_size, bias=False)
+        # which tokens are global (attention_window): a table lookup, graph-safe; not in the state dict
+        is_global = torch.zeros(config.vocab_size, dtype=torch.bool)
+        is_global[list(config.global_tokens)] = True
+        self.register_buffer("is_global", is_global, persistent=False)
         if config.tie_weights:
             self.lm_head.weight = self.wte.weight
         self.apply(self._init_weights)
@@ -397,7 +425,7 @@ class GPT(nn.Module):
                 check_position_ids(pos, self.config.n_position)
         x = self.drop(self.wte(idx) + self.wpe(pos))
         window = self.config.attention_window
-        mask = window_mask(pos.expand(B, T), cache, window) if window else None
+        mask = window_mask(pos.expand(B, T), self.is_global[idx], cache, window) if window else None
         for layer, block in enumerate(self.blocks):
             x = block(x, cache, layer, mask)
         if cache is not None:

@@ -21,7 +21,8 @@ A file of the task of many lengths (rl_ndigits) is evaluated at each length of -
 lengths its run evaluated), each on its own fixed set; the report gives every length's numbers and
 their mean, and the PNG accuracy and pass@k against length. --logn_attention L evaluates the file's weights
 with attention's log-n scaling past L tokens, --attention_window W with each token reading only the tokens
-whose position ids are within W of its own (model/gpt.py), whatever the file was trained with.
+whose position ids are within W of its own (and, with --attention_globals, the non-digit tokens; model/gpt.py),
+whatever the file was trained with.
 
 pass@k is the chance that at least one of k answers sampled at the temperature is right, averaged over
 problems, estimated two ways: `pass_at_k_unbiased` from n sampled answers per problem (Chen et al.
@@ -47,7 +48,7 @@ from typing import Optional
 import torch
 from tqdm import tqdm
 
-from model.gpt import check_attention_window, check_logn_attention
+from model.gpt import check_attention_window, check_logn_attention, window_global_tokens
 from rl import dist, seeding
 from rl.algorithms import answer_logits, answer_mask, masked, token_logprobs
 from rl.errors import ConfigError, TrainingError  # (TrainingError re-exported: from rl.evaluate import it works)
@@ -284,6 +285,8 @@ def parse_args(argv: list) -> argparse.Namespace:
     parser.add_argument("--attention_window", type=int, default=None, help="each token reads only the tokens whose "
                         "position ids are within W of its own (model/gpt.py window_mask; 0: off; default: the file's "
                         "own, off unless it was trained with it)")
+    parser.add_argument("--attention_globals", action="store_true", help="with a window, every query reads the "
+                        "non-digit tokens (+, =) too, as attention_globals=true does in training")
     parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
     args = parser.parse_args(argv)
     args.help_text = parser.format_help()
@@ -311,6 +314,8 @@ def check_args(args: argparse.Namespace):
         raise ConfigError(f"--ndigits takes operand lengths of 1 or more, got {min(args.ndigits)}")
     if args.show < 0 or args.seed < 0:
         raise ConfigError(f"--{'show' if args.show < 0 else 'seed'} must be 0 or more")
+    if args.attention_globals and not args.attention_window:
+        raise ConfigError("--attention_globals keeps tokens visible through a window; pass --attention_window W too")
     for name, check in (("logn_attention", check_logn_attention), ("attention_window", check_attention_window)):
         if getattr(args, name) is not None:
             try:
@@ -325,6 +330,8 @@ def load_for_evaluation(path: str, ndigits=None, model_overrides=None):
     model_overrides: GPTConfig settings in place of the file's ({"logn_attention": 24}; None values: the file's)."""
     snap = load_snapshot(path)
     overrides = {k: v for k, v in (model_overrides or {}).items() if v is not None}
+    if overrides.pop("attention_globals", None):  # the tokens the window never hides, as a run sets them
+        overrides["global_tokens"] = window_global_tokens(snap["model_args"]["vocab_size"])
     if overrides:  # (inference-time changes: the weights are the file's)
         snap = {**snap, "model_args": {**snap["model_args"], **overrides}}
     task = snap.get("task")
@@ -449,7 +456,8 @@ def report_table(report: dict) -> str:
     lines = [f"{r['file']} ({r['kind']}{step}): {task['task']}, {what}; "
              f"{r['num_problems']} {r['split']} problems; {r['device']}; {r['seconds']:.1f}s" + (
                  f"; attention log-n scaled past {r['logn_attention']} tokens" if r.get("logn_attention") else "") + (
-                 f"; attention within {r['attention_window']} position ids" if r.get("attention_window") else ""),
+                 f"; attention within {r['attention_window']} position ids" if r.get("attention_window") else "") + (
+                 " and to the non-digit tokens" if r.get("attention_globals") else ""),
              f"greedy   accuracy {r['greedy_accuracy']:.4f}   digit accuracy {r['greedy_digit_accuracy']:.4f}" + (
                  f"   steps all right {r['greedy_steps_accuracy']:.4f}" if r["greedy_steps_accuracy"] is not None
                  else ""),
@@ -548,7 +556,8 @@ def main(argv=None) -> int:
             return 0
         check_args(args)
         model, envs, snap = load_for_evaluation(args.file, args.ndigits, {
-            "logn_attention": args.logn_attention, "attention_window": args.attention_window})
+            "logn_attention": args.logn_attention, "attention_window": args.attention_window,
+            "attention_globals": args.attention_globals})
         check_fits(model, envs, args.file)
         json_path, png_path = output_paths(args)
         try:
@@ -572,7 +581,8 @@ def main(argv=None) -> int:
               "kind": snap.get("kind"), "step": snap.get("step"), "task": snap["task"], "split": args.split,
               "num": args.num, "samples": args.samples, "temperature": args.temperature,
               "temperature_from": temperature_from, "logn_attention": model.config.logn_attention,
-              "attention_window": model.config.attention_window, "k": args.k,
+              "attention_window": model.config.attention_window,
+              "attention_globals": bool(model.config.global_tokens), "k": args.k,
               "seed": args.seed, "device": str(device),
               "threads": torch.get_num_threads(), **numbers, "seconds": time.time() - t0}
     print(report_table(report))

@@ -193,7 +193,7 @@ def command(args: list, capsys) -> tuple:
 
 
 JSON_KEYS = {"command", "file", "kind", "step", "task", "split", "num", "samples", "temperature", "temperature_from",
-             "logn_attention", "attention_window",
+             "logn_attention", "attention_window", "attention_globals",
              "k", "seed", "device", "threads", "num_problems", "greedy_accuracy", "greedy_digit_accuracy",
              "greedy_digit_errors", "greedy_end_errors",
              "greedy_steps_accuracy", "pass_at_k", "mean_p_right", "exact_note", "pass_at_k_curve", "seconds"}
@@ -285,6 +285,8 @@ def test_a_warm_start_with_shown_work_reports_no_exact_figures(tmp_path, capsys,
                                           "got 1"),
     (["{snap}", "--attention_window", "-2"], "error: --attention_window must be 0 (off) or a number of position ids "
                                              "of 1 or more, got -2"),
+    (["{snap}", "--attention_globals"], "error: --attention_globals keeps tokens visible through a window; pass "
+                                        "--attention_window W too"),
     ([], "error: no file to evaluate"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, snapshot_file, capsys):
@@ -361,28 +363,38 @@ def test_a_file_of_many_lengths_is_evaluated_at_each_length(long_file, tmp_path,
     assert list(json.loads((tmp_path / "d.json").read_text())["by_length"]) == ["2", "4"]
 
 
-@pytest.mark.parametrize("setting, value, said", [("logn_attention", 3, "attention log-n scaled past 3 tokens"),
-                                                  ("attention_window", 1, "attention within 1 position ids")])
-def test_model_settings_evaluate_the_files_weights_read_another_way(setting, value, said, long_file, tmp_path, capsys):
+@pytest.mark.parametrize("setting, value, globals_, said", [
+    ("logn_attention", 3, False, "attention log-n scaled past 3 tokens"),
+    ("attention_window", 1, False, "attention within 1 position ids"),
+    ("attention_window", 1, True, "attention within 1 position ids and to the non-digit tokens")])
+def test_model_settings_evaluate_the_files_weights_read_another_way(setting, value, globals_, said, long_file,
+                                                                    tmp_path, capsys):
     """--logn_attention L (attention scaled past L tokens) and --attention_window W (each token reads the tokens
-    whose ids are within W of its own): the file's weights in a model built with the setting (exact pass@1 as that
-    model gives it, by hand), said in the table and the JSON; 0 is the file as is."""
+    whose ids are within W of its own; with --attention_globals the non-digit ones too): the file's weights in a
+    model built with the setting (exact pass@1 as that model gives it, by hand), said in the table and the JSON;
+    0 is the file as is."""
     trainer, path = long_file
     env = environments(trainer.config.task_args(), [2])["eval"][2]
     problems = env.encode(*env.eval_operands(40, "test"))
-    changed = GPT(GPTConfig(**{**trainer.config.model_args(), setting: value}))
+    args = {**trainer.config.model_args(), setting: value}
+    if globals_:  # "+", "=", the end and the pad (ids 10-13) stay visible through the window
+        assert args["vocab_size"] == 14
+        args["global_tokens"] = (10, 11, 12, 13)
+    changed = GPT(GPTConfig(**args))
     changed.load_state_dict(trainer.model.state_dict())
     p = {name: answer_probability(model.eval(), env, *problems, 0.8).mean().item()
          for name, model in (("changed", changed), ("plain", trainer.model))}
-    assert abs(p["changed"] - p["plain"]) > 1e-4  # (the check below can tell them apart)
+    assert abs(p["changed"] - p["plain"]) > 1e-5  # (the check below, to 1e-6, can tell them apart)
     for v, name in ((value, "changed"), (0, "plain")):
         out = tmp_path / f"{v}.json"
+        flags = ["--attention_globals"] if globals_ and v else []
         code, stdout, stderr = command([path, "--ndigits", 2, "--num", 40, "--samples", 2, "--k", 1,
-                                        f"--{setting}", v, "--out", out], capsys)
+                                        f"--{setting}", v, *flags, "--out", out], capsys)
         report = json.loads(out.read_text())
-        assert code == 0 and report[setting] == v, stderr
+        assert code == 0 and report[setting] == v and report["attention_globals"] == bool(flags), stderr
         assert report["by_length"]["2"]["pass_at_k"]["1"]["exact"] == pytest.approx(p[name], abs=1e-6)
         assert (said in stdout.splitlines()[0]) == (v == value)
+        assert ("non-digit tokens" in stdout.splitlines()[0]) == bool(flags)
 
 
 def test_lengths_the_file_cannot_take_are_one_line(long_file, snapshot_file, capsys):

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from model.gpt import GPT, GPTConfig, KVCache, logn_scale, matmul_attention, window_mask
+from model.gpt import GPT, GPTConfig, KVCache, ModelSettings, logn_scale, matmul_attention, window_mask
 
 END, PAD = 11, 12
 
@@ -214,46 +214,69 @@ def test_logn_attention_leaves_the_first_base_tokens_alone_and_its_cached_decode
 
 
 def test_window_mask_by_hand():
-    """Query i reads key j iff j <= i and |id_i - id_j| <= window; with a cache, the ids it holds are the keys'."""
+    """Query i reads key j iff j <= i and (|id_i - id_j| <= window or j is a global token); with a cache, the ids
+    and global flags it holds are the keys'."""
     ids = torch.tensor([[4, 3, 2, 1, 4, 3, 2, 1, 2]])  # 432+432=: the coupled ids of a 3-digit sum's prompt
-    m = window_mask(ids, None, 1)[0, 0]
+    glob = torch.tensor([[False, False, False, True, False, False, False, True, False]])  # "+" and "="
+    none = torch.zeros_like(glob)
+    m = window_mask(ids, none, None, 1)[0, 0]
     assert m.shape == (9, 9)
     assert m[8].tolist() == [False, True, True, True, False, True, True, True, True]  # id 2 reads ids 1-3
     assert m[4].tolist() == [True, True, False, False, True] + [False] * 4  # id 4: itself and the id-3, -4 before it
     assert m[0].tolist() == [True] + [False] * 8
-    assert torch.equal(window_mask(ids, None, 10)[0, 0], torch.ones(9, 9, dtype=torch.bool).tril())
+    g = window_mask(ids, glob, None, 1)[0, 0]
+    assert g[4].tolist() == [True, True, False, True, True] + [False] * 4  # "+" (id 1) read from id 4 too
+    assert g[2].tolist() == [False, True, True] + [False] * 6  # a global token after the query stays unread
+    assert torch.equal(window_mask(ids, none, None, 10)[0, 0], torch.ones(9, 9, dtype=torch.bool).tril())
     cache = KVCache(GPTConfig(vocab_size=14, attention_window=1), 1, 10, "cpu", torch.float32)
-    window_mask(ids, cache, 1)
+    window_mask(ids, glob, cache, 1)
     cache.pos = 9
-    step = window_mask(torch.tensor([[3]]), cache, 1)  # the next token, id 3, reads ids 2-4 of all ten
+    step = window_mask(torch.tensor([[4]]), torch.tensor([[False]]), cache, 1)  # the next token, id 4, reads ids 3-5
     assert step.shape == (1, 1, 1, 10)
-    assert step[0, 0, 0].tolist() == [True, True, True, False, True, True, True, False, True, True]
+    assert step[0, 0, 0].tolist() == [True, True, False, True, True, True, False, True, False, True]
     with pytest.raises(ValueError, match="attention_window must be 0 \\(off\\) or a number of position ids of 1 or "
                                          "more, got -1"):
         GPTConfig(vocab_size=14, attention_window=-1)
+    with pytest.raises(ValueError, match="global_tokens \\[3, 14\\] outside the vocabulary 0..13"):
+        GPTConfig(vocab_size=14, attention_window=1, global_tokens=(3, 14))
+    # with attention_globals a run's window keeps every non-digit token of its task visible (the adder's "+", "=",
+    # end and pad: 10-13);
+    # without a window, model_args are those of every file made before the setting
+    settings = ModelSettings(attention_window=8, attention_globals=True, vocab_size=14)
+    assert settings.model_args()["global_tokens"] == [10, 11, 12, 13]
+    assert "global_tokens" not in ModelSettings(attention_window=8, vocab_size=14).model_args()
+    with pytest.raises(ValueError, match="^attention_globals keeps tokens visible through a window; set "
+                                         "attention_window too$"):
+        ModelSettings(attention_globals=True).check_model(14)
+    assert ModelSettings(vocab_size=14).model_args() == {"vocab_size": 14, "n_position": 64, "n_layer": 4, "n_head": 8,
+                                                         "n_embed": 256, "dropout": 0.0, "bias": False,
+                                                         "tie_weights": True}
 
 
 def test_a_windowed_layer_reads_only_the_tokens_in_its_window():
     """One layer: the windowed model's logits at token i are the plain model's at the end of the sequence made of
-    the tokens i may read (ids near its own, not after it), with their ids. A window wider than every id gap is
-    the plain model (up to the kernels' rounding)."""
+    the tokens i may read (ids near its own or a global token, not after it), with their ids. A window wider than
+    every id gap is the plain model (up to the kernels' rounding)."""
     plain = make_model(n_layer=1, n_position=16)
-    windowed = make_model(n_layer=1, n_position=16, attention_window=2)
+    windowed = make_model(n_layer=1, n_position=16, attention_window=2, global_tokens=(10, 11))
     windowed.load_state_dict(plain.state_dict())
     with torch.no_grad():
         for m in (plain, windowed):
             for p in m.parameters():
                 p.mul_(4.0)
     idx = torch.randint(0, 10, (3, 11))
+    idx[0, 5], idx[2, 0], idx[2, 6] = 10, 11, 10
     pos = torch.tensor([[6, 5, 4, 3, 2, 1, 6, 5, 4, 3, 2]] * 3)
     pos[1] = torch.arange(11)  # plain sequence indices: a sliding window
     with torch.no_grad():
         out = windowed(idx, pos=pos)
         for r in range(3):
             for i in range(11):
-                keep = [j for j in range(i + 1) if abs(int(pos[r, j]) - int(pos[r, i])) <= 2]
+                keep = [j for j in range(i + 1) if abs(int(pos[r, j]) - int(pos[r, i])) <= 2 or int(idx[r, j]) >= 10]
                 if r == 1 and i >= 3:
                     assert keep == list(range(i - 2, i + 1))
+                if r == 0 and i == 9:
+                    assert keep == [1, 2, 3, 4, 5, 7, 8, 9]  # id 3 reads ids 1-5, and the global token at 5
                 ref = plain(idx[r:r + 1, keep], pos=pos[r:r + 1, keep])[0, -1]
                 assert (out[r, i] - ref).abs().max() < 1e-5
         assert (out - plain(idx, pos=pos)).abs().max() > 1e-2  # the window changes what is read
@@ -263,13 +286,14 @@ def test_a_windowed_layer_reads_only_the_tokens_in_its_window():
 
 
 def test_windowed_cached_decode_equals_the_full_pass_and_matmul_attention():
-    """Each decoded token's mask reads the ids the cache keeps, prompt and earlier answers, also for samples
-    copied from one prompt; the plain-matmul attention gives the same numbers under a mask."""
-    model = make_model(n_position=16, attention_window=1)
+    """Each decoded token's mask reads the ids and global flags the cache keeps, prompt and earlier answers, also
+    for samples copied from one prompt; the plain-matmul attention gives the same numbers under a mask."""
+    model = make_model(n_position=16, attention_window=1, global_tokens=(10,))
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(4.0)
     prompts = torch.randint(0, 10, (8, 5))
+    prompts[:, 2] = 10
     pos = torch.tensor([[5, 4, 3, 2, 1, 2, 3, 4, 5, 6]] * 8)
     tokens = model.generate(prompts, 5, greedy=True, pos=pos)
     assert torch.equal(tokens, model.generate(prompts, 5, greedy=True, pos=pos, use_cache=False))
@@ -286,6 +310,6 @@ def test_windowed_cached_decode_equals_the_full_pass_and_matmul_attention():
             steps.append(model(tokens[:, t:t + 1], cache, pos[:, 5 + t:6 + t])[:, -1])
         assert (torch.stack(steps, 1) - full[:, 4:9]).abs().max() < 1e-5
         q, k, v = (torch.randn(2, 3, 6, 4, dtype=torch.float64) for _ in range(3))
-        mask = window_mask(torch.tensor([[3, 2, 1, 2, 3, 4]] * 2), None, 1)
+        mask = window_mask(torch.tensor([[3, 2, 1, 2, 3, 4]] * 2), torch.zeros(2, 6, dtype=torch.bool), None, 1)
         sdpa = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         assert (matmul_attention(q, k, v, is_causal=False, mask=mask) - sdpa).abs().max() < 1e-12

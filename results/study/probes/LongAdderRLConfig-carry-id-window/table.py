@@ -1,5 +1,6 @@
 """Per arm: read plainly (the log-n probe's test/*-L0 files: the same weights and sums), with log-n attention
-(its -L24 files) and with a window of 8 position ids (test/*-W8 here): greedy test accuracy at each length
+(its -L24 files), through a window of 8 position ids (test/*-W8 here) and through it with "+" and "=" global
+(test/*-W8g): greedy test accuracy at each length
 (median (min-max) over seeds 0-2) and the longest length each holds >= 0.99 and >= 0.5 at (as
 python -m rl.tools.lengths counts it); then exact pass@1 at 40, 60, 80 and 100 digits; then each seed's RL row.
 
@@ -15,7 +16,8 @@ here = os.path.dirname(os.path.abspath(__file__))
 logn = os.path.join(here, "..", "LongAdderRLConfig-carry-logn-attention", "test")
 LENGTHS = ["5", "10", "15", "20", "30", "40", "60", "80", "100"]
 READS = {"L0": (logn, ""), "L24": (logn, ", log-n attention past 24 tokens"),
-         "W8": (os.path.join(here, "test"), ", a window of 8 position ids")}
+         "W8": (os.path.join(here, "test"), ", a window of 8 position ids"),
+         "W8g": (os.path.join(here, "test"), ", a window of 8 ids, + and = global")}
 
 
 def by_length(seed: int, arm: str, read: str) -> dict:
@@ -32,10 +34,10 @@ for arm in ("none", "sft", "rl"):
         greedy.append([name, *[median_range([a[n] for a in acc], "{:.2f}") for n in LENGTHS],
                        *[median_range([longest_holding(a, t) or 0 for a in acc], "{:.0f}") for t in (0.99, 0.5)]])
         exact.append([name, *[median_range([r[n]["pass_at_k"]["1"]["exact"] for r in runs]) for n in LENGTHS[-4:]]])
-        if read == "W8":
-            seeds += [[f"{ARM_NAMES[arm]}, seed {s}", *[f"{a[n]:.3f}" for n in LENGTHS]] for s, a in enumerate(acc)]
+        if read.startswith("W"):
+            seeds += [[f"{name}, seed {s}", *[f"{a[n]:.3f}" for n in LENGTHS]] for s, a in enumerate(acc)]
 print(markdown_table(["arm", *LENGTHS, "holds >= 0.99", "holds >= 0.5"], greedy))
 print()
 print(markdown_table(["arm", *[f"exact pass@1, {n}" for n in LENGTHS[-4:]]], exact))
 print()
-print(markdown_table(["a window of 8 position ids", *LENGTHS], seeds))
+print(markdown_table(["each seed", *LENGTHS], seeds))

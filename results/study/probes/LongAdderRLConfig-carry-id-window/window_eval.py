@@ -44,7 +44,7 @@ def keep_mask(start: int, T: int):
     return (keep & causal)[:, None]  # (B, 1, T, Tk)
 
 
-def forward(self, x, cache=None, layer: int = 0):
+def forward(self, x, cache=None, layer: int = 0, mask=None):  # (mask: the setting's, None here)
     B, T, C = x.shape
     q, k, v = self.c_attn(x).split(C, dim=2)
     q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
