@@ -94,7 +94,8 @@ class GPTConfig:
         check_logn_attention(self.logn_attention)
         check_attention_window(self.attention_window)
         if any(not 0 <= t < self.vocab_size for t in self.global_tokens):
-            raise ValueError(f"global_tokens {list(self.global_tokens)} outside the vocabulary 0..{self.vocab_size - 1}")
+            raise ValueError(f"global_tokens {list(self.global_tokens)} outside the vocabulary "
+                             f"0..{self.vocab_size - 1}")
         if self.n_embed % self.n_head != 0:
             heads = [h for h in range(1, 33) if self.n_embed % h == 0]
             raise ValueError(f"n_embed={self.n_embed} is not divisible by n_head={self.n_head}; "
