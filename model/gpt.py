@@ -268,9 +268,9 @@ def window_mask(ids: torch.Tensor, glob: torch.Tensor, cache, window: int) -> to
     """(B, 1, T, start + T) bool: query i may read key j iff j is not after i and either their position ids differ
     by at most `window` or j is a global token. ids, glob (B, T): the position ids of the T tokens read now, after
     the cache's `start` (whose ids it keeps, `KVCache.ids`, `.glob`), and which of them are global tokens. With
-    coupled ids a column's digits share an id, so a query reads the digits of the columns around its own, "+" and
-    "=", and no more, however long the numbers: the keys it reads, and so how much its softmax spreads, stop growing
-    with the sequence (docs/results.md, "A window of columns")."""
+    coupled ids a column's digits share an id, so a query reads the digits of the columns around its own (and the
+    global tokens, "+" and "=" with attention_globals) and no more, however long the numbers: the keys it reads, and so
+    how much its softmax spreads, stop growing with the sequence (docs/results.md, "A window of columns")."""
     start, T = (cache.pos if cache is not None else 0), ids.shape[1]
     keys, key_glob = ids, glob
     if cache is not None:
@@ -310,7 +310,7 @@ class CausalSelfAttention(nn.Module):
             cache.v[layer, :, :, start:end] = v
             k, v = cache.k[layer, :, :, :end], cache.v[layer, :, :, :end]
             # A prefill from an empty cache is an ordinary causal pass; a later single token may
-            # attend to everything already cached, so it needs no mask at all.
+            # attend to everything already cached, so it needs no mask at all (but a window's, when set).
             assert start == 0 or T == 1, "the cache takes a prompt, then one token at a time"
             y = attention(q, k, v, is_causal=(mask is None and start == 0 and T > 1), matmul=self.matmul_attention,
                           mask=mask)

@@ -14,7 +14,7 @@ start file, on the fixed evaluation set of the test (or validation) split:
     python -m rl.evaluate out/AdderRLConfig/rl_snapshot_200.pt --split test --num 1000 --k 1 8 64 --samples 64 --show 10
     python -m rl.evaluate out/LongAdderRLConfig/rl_snapshot_200.pt --ndigits 10 20 40 100 --k 1 8 64
     python -m rl.evaluate out/LongAdderRLConfig/rl_snapshot_200.pt --ndigits 40 100 --logn_attention 24
-    python -m rl.evaluate out/LongAdderRLConfig/rl_snapshot_200.pt --ndigits 40 100 --attention_window 3
+    python -m rl.evaluate out/LongAdderRLConfig/rl_snapshot_200.pt --ndigits 40 100 --attention_window 8 --attention_globals
     python -m rl.evaluate --help
 
 A file of the task of many lengths (rl_ndigits) is evaluated at each length of --ndigits (default: the
@@ -582,7 +582,7 @@ def main(argv=None) -> int:
               "num": args.num, "samples": args.samples, "temperature": args.temperature,
               "temperature_from": temperature_from, "logn_attention": model.config.logn_attention,
               "attention_window": model.config.attention_window,
-              "attention_globals": bool(model.config.global_tokens), "k": args.k,
+              "attention_globals": bool(model.config.attention_window and model.config.global_tokens), "k": args.k,
               "seed": args.seed, "device": str(device),
               "threads": torch.get_num_threads(), **numbers, "seconds": time.time() - t0}
     print(report_table(report))

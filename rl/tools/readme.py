@@ -113,6 +113,7 @@ PADDED = ["sft_pad_ndigits=40", "rl_pad_ndigits=40", "pad_share=0.5"]  # the pad
 CARRY = [*PADDED, "carry_column=true"]  # the same with each operand one leading zero wider (rl/long_env.py)
 TRIES = (4, 0.95)  # each seed from the first of at most 4 warm starts at 0.95 on 20-digit validation, else the best
 FIRST_PAD = [*CARRY, "sft_first_pad_share=0.25"]  # the same with a quarter of the first phase padded (rl/warm_start.py)
+WINDOW = ["carry_column=true", "attention_window=8"]  # trained with a window of 8 position ids (model/gpt.py)
 
 
 def lengths_table(part: str, overrides=(), tries=(1, 1.0)) -> str:
@@ -250,6 +251,8 @@ BLOCKS = {"what-rl-adds-pass": what_rl_adds_pass, "gpu-presets": gpu_presets, "g
           "lengths-carry-tries-pass": lambda: lengths_table("pass", CARRY, TRIES),
           "lengths-first-pad": lambda: lengths_table("greedy", FIRST_PAD),
           "lengths-first-pad-pass": lambda: lengths_table("pass", FIRST_PAD),
+          "lengths-window": lambda: lengths_table("greedy", WINDOW),
+          "lengths-window-pass": lambda: lengths_table("pass", WINDOW),
           "formats-2digit": lambda: formats_table(2), "formats-3digit": lambda: formats_table(3),
           "multiplier3": lambda: end_to_end("Multiplier3RLConfig"),
           **{f"compare-{c}": (lambda c=c: compare_table(c)) for c in TASKS}}
