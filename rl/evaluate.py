@@ -14,7 +14,8 @@ start file, on the fixed evaluation set of the test (or validation) split:
     python -m rl.evaluate out/AdderRLConfig/rl_snapshot_200.pt --split test --num 1000 --k 1 8 64 --samples 64 --show 10
     python -m rl.evaluate out/LongAdderRLConfig/rl_snapshot_200.pt --ndigits 10 20 40 100 --k 1 8 64
     python -m rl.evaluate out/LongAdderRLConfig/rl_snapshot_200.pt --ndigits 40 100 --logn_attention 24
-    python -m rl.evaluate out/LongAdderRLConfig/rl_snapshot_200.pt --ndigits 100 --attention_window 8 --attention_globals
+    python -m rl.evaluate out/LongAdderRLConfig/rl_snapshot_200.pt --ndigits 100 --attention_window 8 \
+        --attention_globals
     python -m rl.evaluate --help
 
 A file of the task of many lengths (rl_ndigits) is evaluated at each length of --ndigits (default: the
