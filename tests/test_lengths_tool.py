@@ -229,3 +229,40 @@ def test_the_choice_line_names_the_warm_start_chosen_each_try_and_their_seconds(
     assert choice_line({"key": {**key, "seed": 1}, "warm_start_choice": one}) == (
         " Seed 1 starts from sft_seed 1, the first of its warm starts to reach 0.95 on 200 validation sums of 20 "
         "digits (sft_seed 1: 0.990 (851 s); 851 s of warm starts in all).")
+
+
+def made_record(overrides: list, seed: int = 0, **changed) -> dict:
+    """A record as run_seed saves one, with the settings its run was made with: what the key gives today,
+    with `changed` set in place of today's values (None: left out, as by a run made before the setting)."""
+    from rl.rl_ddp import config_from_args
+    config = config_from_args(["--config_name", "LongAdderRLConfig", f"--seed={seed}",
+                               *[f"--{kv}" for kv in overrides]]).to_dict()
+    config.update({k: v for k, v in changed.items() if v is not None})
+    for name in [k for k, v in changed.items() if v is None]:
+        del config[name]
+    return {"key": {"config": "LongAdderRLConfig", "seed": seed, "overrides": overrides}, "config": config,
+            "arms": {"rl": {"test": {"40": {"greedy": 0.5}}}}}
+
+
+def test_a_record_made_with_other_settings_than_its_key_gives_today_is_refused(tmp_path, monkeypatch):
+    """After a preset changes a default, the files made before it no longer describe what their command runs:
+    run_seed does not read such a file back as these settings' run, nor does a table take it (one line, naming
+    each setting that differs). A setting the record predates counts as its BaseRLConfig default."""
+    from rl.tools import lengths
+    monkeypatch.setattr(lengths.results, "ROOT", str(tmp_path / "results"))
+    monkeypatch.setattr(lengths.launch, "run", lambda *a, **kw: pytest.fail("ran a run"))
+    same = made_record(["rl_train_steps=7"], out_dir="elsewhere", sft_seed=1000, attention_globals=None)
+    lengths.results.save(same, lengths.results.path("lengths", "LongAdderRLConfig-rl_train_steps=7-seed0"))
+    assert lengths.run_seed("LongAdderRLConfig", 0, ["rl_train_steps=7"], [40], 200, [1]) == same
+    assert lengths.saved(overrides=["rl_train_steps=7"]) == [same]
+    file = lengths.results.path("lengths", "LongAdderRLConfig-seed2")
+    lengths.results.save(made_record([], seed=2, rl_train_steps=50, positions=None), file)
+    with pytest.raises(SystemExit) as stop:
+        lengths.run_seed("LongAdderRLConfig", 2, [], [40], 200, [1])
+    assert str(stop.value) == (
+        f"error: {file} was made with other settings than its command gives today: positions='absolute' (now "
+        f"'coupled'), rl_train_steps=50 (now 100); name them with --set (and the file after them), or move it "
+        f"away to run these settings")
+    with pytest.raises(SystemExit, match=r"^error: the record of LongAdderRLConfig-seed2 was made with other "
+                                         r"settings than its command gives today: positions="):
+        lengths.saved()

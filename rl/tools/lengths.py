@@ -19,7 +19,8 @@ of --k from one teacher-forced pass (rl/evaluate.py: the right sum is one token 
 p(right) is exact and pass@k = 1 - (1 - p)^k has no sampling noise). The table gives, per arm and
 length, the median (min-max) over seeds, and the longest length up to which an arm holds >= 0.99
 and >= 0.5 at every evaluated length. Each seed is written to results/lengths/<config>-seed<S>.json
-as it finishes; a seed whose file exists is read back, not run. A seed stopped on the way (Ctrl-C, kill) and
+as it finishes; a seed whose file exists is read back, not run (and refused in one line if its run's
+settings are not what the command gives today: a preset changed since). A seed stopped on the way (Ctrl-C, kill) and
 run again continues its run from where it stopped, snapshot or warm start progress; the supervised arm
 and the evaluations run again. A seed run again once finished (other RL settings, its file moved away)
 reuses the warm start its folder out/lengths/<label>/ holds when every setting that makes it matches, and
@@ -36,6 +37,7 @@ tries, read back from that run's file when saved.
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -44,6 +46,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from configs.base import BaseRLConfig
 from model.gpt import GPT, GPTConfig
 from rl import run_dir, seeding
 from rl.dist import DistInfo
@@ -215,7 +218,7 @@ def run_seed(config_name: str, seed: int, overrides: list, lengths: list, num: i
     file = results.path("lengths", label)
     if os.path.exists(file):
         with open(file) as f:
-            return json.load(f)
+            return checked(json.load(f), file)
     out = os.path.join("out", "lengths", label)
     choice = choose_warm_start(config_name, seed, overrides, out, tries, num) if tries.k > 1 else None
     if choice and (rec := plain_run(config_name, seed, overrides, tries, choice)):
@@ -280,11 +283,42 @@ def seed_label(config_name: str, named: list, seed: int) -> str:
 
 def saved(config: str = "LongAdderRLConfig", overrides: list = (), seeds=None, tries: Tries = Tries()) -> list:
     """The saved records of config with these overrides (the preset as it ships: none) and choice of warm
-    starts, by seed."""
+    starts, by seed; each checked against the settings they name today (checked)."""
     recs = [r for r in results.load("lengths") if r["key"]["config"] == config
             and r["key"]["overrides"] == list(overrides) and Tries.of(r["key"]) == tries
             and (seeds is None or r["key"]["seed"] in seeds)]
-    return sorted(recs, key=lambda r: r["key"]["seed"])
+    return [checked(r, f"the record of {seed_label(config, [*overrides, *tries.part()], r['key']['seed'])}")
+            for r in sorted(recs, key=lambda r: r["key"]["seed"])]
+
+
+UNCHECKED = ("out_dir", "sft_seed")  # where a run wrote its files; the warm start's seed, which tries choose (key)
+
+
+def stale_settings(rec: dict) -> list:
+    """The settings in which a record's run differs from what its key (config, seed, overrides) runs today:
+    ["name=then (now ...)"], empty when none differ, as when a preset changed a default after the record was
+    made. A setting the record predates counts as BaseRLConfig's default: a new setting's default keeps the
+    behaviour from before it. (A record without its settings, as tests make, is not checked.)"""
+    if "config" not in rec:
+        return []
+    key = rec["key"]
+    now = config_from_args(["--config_name", key["config"], f"--seed={key['seed']}",
+                            *[f"--{kv}" for kv in key["overrides"]]]).to_dict()
+    base = {f.name: f.default for f in dataclasses.fields(BaseRLConfig)}
+    then = lambda name: rec["config"].get(name, base.get(name))
+    return [f"{name}={then(name)!r} (now {value!r})" for name, value in now.items()
+            if name not in UNCHECKED and then(name) != value]
+
+
+def checked(rec: dict, what: str) -> dict:
+    """rec, unless its run's settings differ from what its key runs today (stale_settings): then a one-line stop
+    saying which, so no table or rerun passes a run of other settings off as these."""
+    stale = stale_settings(rec)
+    if stale:
+        raise SystemExit(f"error: {what} was made with other settings than its command gives today: "
+                         f"{', '.join(stale)}; name them with --set (and the file after them), or move it away "
+                         f"to run these settings")
+    return rec
 
 
 def provenance(recs: list) -> str:
