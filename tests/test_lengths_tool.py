@@ -266,3 +266,10 @@ def test_a_record_made_with_other_settings_than_its_key_gives_today_is_refused(t
     with pytest.raises(SystemExit, match=r"^error: the record of LongAdderRLConfig-seed2 was made with other "
                                          r"settings than its command gives today: positions="):
         lengths.saved()
+
+
+def test_the_provenance_line_names_each_machine_with_its_seeds_where_they_differ():
+    from rl.tools.lengths import machines
+    recs = [{"cpu": cpu, "key": {"seed": s}} for s, cpu in [(0, "Intel Xeon"), (1, "AMD EPYC"), (2, "AMD EPYC")]]
+    assert machines(recs) == "Intel Xeon for seed 0, AMD EPYC for seeds 1 and 2"
+    assert machines(recs[1:]) == "AMD EPYC"

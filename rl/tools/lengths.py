@@ -333,9 +333,18 @@ def provenance(recs: list) -> str:
     overrides = " --set " + " ".join(r["key"]["overrides"]) if r["key"]["overrides"] else ""
     tries = Tries.of(r["key"])
     return (f"`python -m rl.tools.lengths --seeds {' '.join(str(x['key']['seed']) for x in recs)}{overrides}"
-            f"{tries.flags()}` on {r['cpu']} ({r['cores']} cores, "
+            f"{tries.flags()}` on {machines(recs)} ({r['cores']} cores, "
             f"{r['threads']} threads, torch {r['torch']}); {r['num_problems']} test problems a length, greedy; "
             f"{seconds}.{''.join(choice_line(x) for x in recs if 'warm_start_choice' in x)}")
+
+
+def machines(recs: list) -> str:
+    """The CPU the seeds ran on, or, where they ran on more than one, each with its seeds."""
+    cpus = list(dict.fromkeys(x["cpu"] for x in recs))
+    seeds = lambda cpu: [str(x["key"]["seed"]) for x in recs if x["cpu"] == cpu]
+    if len(cpus) == 1:
+        return cpus[0]
+    return ", ".join(f"{cpu} for seed{'s' * (len(seeds(cpu)) > 1)} {' and '.join(seeds(cpu))}" for cpu in cpus)
 
 
 def choice_line(rec: dict) -> str:

@@ -109,10 +109,15 @@ def formats_table(ndigit: int) -> str:
     return formats.table(records) if records else f"(no results yet: `python -m rl.tools.formats --ndigit {ndigit}`)"
 
 
-PADDED = ["sft_pad_ndigits=40", "rl_pad_ndigits=40", "pad_share=0.5"]  # the padded layouts' runs (docs/results.md)
-CARRY = [*PADDED, "carry_column=true"]  # the same with each operand one leading zero wider (rl/long_env.py)
+# The runs before the preset took the carry column and a window of 4 ids name the values they ran with
+# (results/lengths/README.md): a key's overrides are the --set of its command today.
+BEFORE = ["carry_column=false", "attention_window=0"]  # the preset before: no carry column, no window
+PAD = ["sft_pad_ndigits=40", "rl_pad_ndigits=40", "pad_share=0.5"]
+PADDED = [*PAD, *BEFORE]  # the padded layouts' runs (docs/results.md)
+CARRY = [*PAD, "carry_column=true", "attention_window=0"]  # the same with each operand one leading zero wider
 TRIES = (4, 0.95)  # each seed from the first of at most 4 warm starts at 0.95 on 20-digit validation, else the best
-FIRST_PAD = [*CARRY, "sft_first_pad_share=0.25"]  # the same with a quarter of the first phase padded (rl/warm_start.py)
+FIRST_PAD = [*PAD, "carry_column=true", "sft_first_pad_share=0.25", "attention_window=0"]  # a quarter of the first
+# phase padded too (rl/warm_start.py)
 WINDOW = ["carry_column=true", "attention_window=8"]  # trained with a window of 8 position ids (model/gpt.py)
 
 
@@ -243,6 +248,8 @@ def what_rl_adds_pass() -> str:
 BLOCKS = {"what-rl-adds-pass": what_rl_adds_pass, "gpu-presets": gpu_presets, "gpu-candidates": gpu_candidates, "gpu-speed": gpu_speed, "headline": headline, "problem-selection": problem_selection, "presets-study": presets_study, "what-rl-adds": what_rl_adds, "speed": speed,
           "scarce-study": scarce_study,
           "lengths": lambda: lengths_table("greedy"), "lengths-pass": lambda: lengths_table("pass"),
+          "lengths-before": lambda: lengths_table("greedy", BEFORE),
+          "lengths-before-pass": lambda: lengths_table("pass", BEFORE),
           "lengths-padded": lambda: lengths_table("greedy", PADDED),
           "lengths-padded-pass": lambda: lengths_table("pass", PADDED),
           "lengths-carry": lambda: lengths_table("greedy", CARRY),
