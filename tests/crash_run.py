@@ -71,16 +71,18 @@ def main(what: str, n: int, args: list) -> int:
     return rl_ddp.main(args)
 
 
-def child(what: str, n: int, args: list, console: str, max_bytes: int):
+def child(what: str, n: int, args: list, console: str, max_bytes: int, threads: int):
     """A forked process's life: main() with no file over max_bytes (a soft RLIMIT_FSIZE with SIGXFSZ
     ignored: a write past it fails with EFBIG, as on a full disk), its console kept in memory meanwhile
-    (a file of it would be limited too) and written to console.out / console.err at the end."""
+    (a file of it would be limited too) and written to console.out / console.err at the end. It computes
+    on as many threads as the process that started it, so its runs equal that process's own bit for bit
+    (on some CPUs a sum over 1 thread and over 2 differ in the last bits)."""
     sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     if max_bytes:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, hard))
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     try:
         code = main(what, n, args)
     except BaseException:
@@ -104,7 +106,8 @@ class Runner:
     def start(self, args: list, what: str = "none", n: int = 0, max_bytes: int = 0):
         self.count += 1
         console = os.path.join(self.folder, f"console{self.count}")
-        proc = self.context.Process(target=child, args=(what, n, list(map(str, args)), console, max_bytes))
+        proc = self.context.Process(target=child, args=(what, n, list(map(str, args)), console, max_bytes,
+                                                        torch.get_num_threads()))
         proc.start()
         proc.console = console
         return proc
