@@ -251,10 +251,13 @@ def test_a_record_made_with_other_settings_than_its_key_gives_today_is_refused(t
     from rl.tools import lengths
     monkeypatch.setattr(lengths.results, "ROOT", str(tmp_path / "results"))
     monkeypatch.setattr(lengths.launch, "run", lambda *a, **kw: pytest.fail("ran a run"))
-    same = made_record(["rl_train_steps=7"], out_dir="elsewhere", sft_seed=1000, attention_globals=None)
+    same = made_record(["rl_train_steps=7"], out_dir="elsewhere", attention_globals=None)
     lengths.results.save(same, lengths.results.path("lengths", "LongAdderRLConfig-rl_train_steps=7-seed0"))
     assert lengths.run_seed("LongAdderRLConfig", 0, ["rl_train_steps=7"], [40], 200, [1]) == same
     assert lengths.saved(overrides=["rl_train_steps=7"]) == [same]
+    chosen = {**made_record(["rl_train_steps=7"], sft_seed=1000), "key": {**same["key"], "warm_start_tries": 2}}
+    assert lengths.stale_settings(chosen) == []  # the warm start tries chose (its key says so)
+    assert lengths.stale_settings(made_record(["rl_train_steps=7"], sft_seed=1000)) == ["sft_seed=1000 (now -1)"]
     file = lengths.results.path("lengths", "LongAdderRLConfig-seed2")
     lengths.results.save(made_record([], seed=2, rl_train_steps=50, positions=None), file)
     with pytest.raises(SystemExit) as stop:

@@ -291,7 +291,6 @@ def saved(config: str = "LongAdderRLConfig", overrides: list = (), seeds=None, t
             for r in sorted(recs, key=lambda r: r["key"]["seed"])]
 
 
-UNCHECKED = ("out_dir", "sft_seed")  # where a run wrote its files; the warm start's seed, which tries choose (key)
 
 
 def stale_settings(rec: dict) -> list:
@@ -306,8 +305,10 @@ def stale_settings(rec: dict) -> list:
                             *[f"--{kv}" for kv in key["overrides"]]]).to_dict()
     base = {f.name: f.default for f in dataclasses.fields(BaseRLConfig)}
     then = lambda name: rec["config"].get(name, base.get(name))
+    # where the run wrote its files, and the warm start's seed where tries chose it (in the key)
+    unchecked = ("out_dir", *(["sft_seed"] if Tries.of(key).k > 1 else []))
     return [f"{name}={then(name)!r} (now {value!r})" for name, value in now.items()
-            if name not in UNCHECKED and then(name) != value]
+            if name not in unchecked and then(name) != value]
 
 
 def checked(rec: dict, what: str) -> dict:
