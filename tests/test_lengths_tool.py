@@ -264,8 +264,8 @@ def test_a_record_made_with_other_settings_than_its_key_gives_today_is_refused(t
         lengths.run_seed("LongAdderRLConfig", 2, [], [40], 200, [1])
     assert str(stop.value) == (
         f"error: {file} was made with other settings than its command gives today: positions='absolute' (now "
-        f"'coupled'), rl_train_steps=50 (now 100); name them with --set (and the file after them), or move it "
-        f"away to run these settings")
+        f"'coupled'), rl_train_steps=50 (now 100); move it away to run these settings, or name those values in "
+        f"its key and its file's name to keep it (results/lengths/README.md)")
     with pytest.raises(SystemExit, match=r"^error: the record of LongAdderRLConfig-seed2 was made with other "
                                          r"settings than its command gives today: positions="):
         lengths.saved()

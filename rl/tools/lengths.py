@@ -291,8 +291,6 @@ def saved(config: str = "LongAdderRLConfig", overrides: list = (), seeds=None, t
             for r in sorted(recs, key=lambda r: r["key"]["seed"])]
 
 
-
-
 def stale_settings(rec: dict) -> list:
     """The settings in which a record's run differs from what its key (config, seed, overrides) runs today:
     ["name=then (now ...)"], empty when none differ, as when a preset changed a default after the record was
@@ -317,8 +315,8 @@ def checked(rec: dict, what: str) -> dict:
     stale = stale_settings(rec)
     if stale:
         raise SystemExit(f"error: {what} was made with other settings than its command gives today: "
-                         f"{', '.join(stale)}; name them with --set (and the file after them), or move it away "
-                         f"to run these settings")
+                         f"{', '.join(stale)}; move it away to run these settings, or name those values in its "
+                         f"key and its file's name to keep it (results/lengths/README.md)")
     return rec
 
 
