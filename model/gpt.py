@@ -144,6 +144,10 @@ class ModelSettings:
     matmul_attention: bool = False
     """attention in plain matmuls instead of F.scaled_dot_product_attention: for answers of a dozen tokens flash
     attention's tiles are mostly padding (a kernel profile on an H200 put it at 85% of sampling's GPU time)"""
+    compile: bool = False
+    """torch.compile every full pass (the update's, the warm start's, log-probs'), fusing the casts and elementwise
+    kernels that bound a small model's update on a GPU; compiling costs tens of seconds first (decoding keeps its
+    CUDA graphs)"""
 
     def model_args(self) -> dict:
         """GPTConfig's arguments: what a snapshot stores of the model."""
@@ -366,17 +370,21 @@ class GPT(nn.Module):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
         self.configure_runtime()
 
-    def configure_runtime(self, *, autocast_dtype=None, cuda_graphs: bool = False, matmul_attention: bool = False):
+    def configure_runtime(self, *, autocast_dtype=None, cuda_graphs: bool = False, matmul_attention: bool = False,
+                          compile: bool = False):
         """How this model runs (module docstring): autocast_dtype None (fp32) or torch.bfloat16;
         cuda_graphs: replay generate's decode as CUDA graphs on CUDA; matmul_attention: attention in plain
-        matmuls (`matmul_attention`) instead of F.scaled_dot_product_attention. Forgets any captured graph."""
+        matmuls (`matmul_attention`) instead of F.scaled_dot_product_attention; compile: every full pass (no
+        cache) through torch.compile, one graph for any batch size. Forgets any captured or compiled graph."""
         self.autocast_dtype, self.cuda_graphs, self.matmul_attention = autocast_dtype, cuda_graphs, matmul_attention
         for block in self.blocks:
             block.attn.matmul_attention = matmul_attention
         self._graphs = {}  # generate's captured decodes, by everything that shapes them
+        self.graph_captures = 0  # decodes captured so far (a capture costs an eager run and the capture itself)
+        self._compiled = torch.compile(self._full_pass, dynamic=True) if compile else None
 
-    def __getstate__(self):  # a copy (the frozen reference) or a pickle carries no captured graph
-        return {**self.__dict__, "_graphs": {}}
+    def __getstate__(self):  # a copy (the frozen reference) or a pickle carries no captured or compiled graph
+        return {**self.__dict__, "_graphs": {}, "_compiled": None}
 
     def autocast(self):
         """The context every forward runs in: bf16 autocast when configured, else nothing. The autocast
@@ -401,6 +409,15 @@ class GPT(nn.Module):
     def forward(self, idx, cache: KVCache = None, pos=None, *, check_pos: bool = True):
         """idx (B, T) token ids -> logits (B, T, V). With a cache, idx continues what it holds.
         pos (B, T): the position id of each token; None: cache.pos + 0, 1, ..., T - 1."""
+        if cache is None and self._compiled is not None:
+            if pos is not None and check_pos:  # read on the host, so checked here rather than in the compiled pass
+                if pos.shape != idx.shape:
+                    raise ValueError(f"position ids of shape {tuple(pos.shape)} for tokens of shape {tuple(idx.shape)}")
+                check_position_ids(pos, self.config.n_position)
+            return self._compiled(idx, pos)
+        return self._full_pass(idx, pos, cache, check_pos)
+
+    def _full_pass(self, idx, pos=None, cache: KVCache = None, check_pos: bool = False):
         with self.autocast():  # (one context for the trunk and the head: hidden's would be a second)
             return self.lm_head(self._hidden(idx, cache, pos, check_pos))
 
@@ -533,6 +550,7 @@ class GPT(nn.Module):
             if len(self._graphs) >= MAX_GRAPHS:  # the least recently used goes, and its memory with it
                 self._graphs.pop(next(iter(self._graphs)))
             graph = DecodeGraph(self, idx, prompt_pos, pos, args)
+            self.graph_captures += 1
         self._graphs[key] = graph  # (re)inserted last: dicts keep order, so the first key is the least recent
         rows = B * args["num_samples"]
         return tuple(None if t is None else t[:rows] for t in graph.replay(idx, prompt_pos, pos, generator))

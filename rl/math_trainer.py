@@ -126,7 +126,8 @@ class MathRLTrainer:
         self.evals_at_target = 0  # evaluations in a row with validation accuracy >= rl_target_accuracy
         # how the policy runs (model/gpt.py): the same for sampling, update, evaluation, reference and critic
         self.model.configure_runtime(autocast_dtype=autocast_dtype_for(config.precision, info.device.type),
-                                     cuda_graphs=config.cuda_graphs, matmul_attention=config.matmul_attention)
+                                     cuda_graphs=config.cuda_graphs, matmul_attention=config.matmul_attention,
+                                     compile=config.compile)
 
     @classmethod
     def build(cls, config: BaseRLConfig, info: dist.DistInfo = None) -> "MathRLTrainer":

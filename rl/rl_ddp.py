@@ -130,7 +130,8 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume: R
     t_built = time.time()  # (on a GPU this includes the device's start-up)
     print0(str(config))
     runs = ("bf16 autocast" if trainer.model.autocast_dtype else "fp32") + (
-        ", CUDA graphs" if config.cuda_graphs and info.device.type == "cuda" else "")
+        ", CUDA graphs" if config.cuda_graphs and info.device.type == "cuda" else "") + (
+        ", torch.compile" if config.compile else "")
     print0(f"{config.name}: {trainer.model.num_params() / 1e6:.2f}M parameters, {info.world_size} process(es) on "
            f"{info.device.type} ({runs}), {dist.num_threads()} thread(s) each, out_dir={config.out_dir}")
 

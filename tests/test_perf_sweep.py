@@ -9,10 +9,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
-from rl.tools.perf import NO_CUDA, sweep_main
+from rl.tools.perf import MAX_WARMUP_STEPS, NO_CUDA, Sweep, sweep_main, sweep_steps
+
+SHARES = ("rollout", "reward", "update", "other")
 
 REPO = Path(__file__).resolve().parents[1]
 KINDS = {"sweep_sampling": "seconds", "sweep_update": "seconds", "sweep_forward_backward": "seconds",
@@ -50,6 +53,7 @@ def test_cpu_sweep_records_every_measurement(tmp_path, capsys):
         assert all(0.0 <= x <= 1.0 for x in shares) and abs(sum(shares) - 1.0) < 1e-6, r
         assert r["answers_per_second"] > 0
     assert not any(r.get("graphs") for r in rows)  # CUDA graphs are CUDA-only
+    assert all(r["warmup_steps"] == 1 and r["captures_timed"] == 0 for r in steps)  # nothing captured on a CPU
     printed = capsys.readouterr().out
     assert printed.count('"metric": "sweep_') == len(rows) and "| prompts |" in printed
 
@@ -98,3 +102,31 @@ def test_the_gpu_choice_ranks_by_the_first_time_validation_reaches_any_aim():
     assert sorted([never, later, sooner], key=lambda r: rank(r, 0.98)) == [sooner, later, never]
     assert rank(later, 0.98) == (False, 27.7, -0.992) and rank(never, 0.98) == (True, 0.0, -0.977)
     assert rank(legacy, 0.99) == (False, 19.7, -0.996) and rank(legacy, 0.98) == (True, 0.0, -0.996)
+
+
+def test_whole_steps_are_timed_once_a_step_captures_no_new_decode_graph():
+    """The first steps of a run capture a decode graph for each new refill size (a one-off cost): sweep_steps
+    keeps warming up until a step captures none, and then times only steps that capture nothing."""
+    class Trainer:
+        capturing = 3  # its first steps capture a graph each
+
+        def __init__(self):
+            self.model, self.calls = SimpleNamespace(graph_captures=0), 0
+
+        def train_step(self):
+            self.calls += 1
+            self.model.graph_captures += self.calls <= self.capturing
+            return {"perf/step_seconds": 1.0 if self.calls <= self.capturing else 0.1,
+                    "perf/samples_per_second": 10.0, "train/answers_generated": 8,
+                    **{f"perf/{k}_share": 0.25 for k in SHARES}}
+
+    trainers = []
+    sweep = Sweep("AdderRLConfig", torch.device("cpu"), reps=3)
+    sweep.trainer = lambda prompts, **overrides: trainers.append(Trainer()) or trainers[-1]
+    row = sweep_steps(sweep, 2, "auto", graphs=True)
+    assert row["warmup_steps"] == 4 and row["captures_timed"] == 0  # three that captured, one that did not
+    assert row["steps"] == 3 and row["step_seconds"] == 0.1 and trainers[-1].calls == 7
+    # a run that keeps capturing stops warming up after MAX_WARMUP_STEPS, and says what the timed steps captured
+    Trainer.capturing = 100
+    row = sweep_steps(sweep, 2, "auto", graphs=True)
+    assert row["warmup_steps"] == MAX_WARMUP_STEPS and row["captures_timed"] == 3 and row["step_seconds"] == 1.0

@@ -220,3 +220,47 @@ def test_matmul_attention_graphs_give_the_eager_tokens():
         model = cuda_model(autocast_dtype=torch.bfloat16, cuda_graphs=graphs, matmul_attention=True)
         runs.append(model.generate(prompts, 6, num_samples=4, generator=torch.Generator("cuda").manual_seed(3)))
     assert torch.equal(*runs)
+
+
+# ---- torch.compile of the full passes (--compile=true) ------------------------------------------------
+def test_a_compiled_model_gives_eager_logits_and_gradients_for_any_batch_in_one_graph():
+    """compile=True sends every full pass through one torch.compile graph with dynamic shapes: the logits and
+    gradients are eager's to float rounding, a second batch size compiles nothing new, a copy (the frozen
+    reference) runs eagerly, and position ids are still checked on the host before the compiled pass."""
+    from torch._dynamo.utils import counters
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=14, n_position=16, n_layer=2, n_head=4, n_embed=32))
+    idx = torch.randint(0, 14, (6, 12))
+    eager = model(idx)
+    eager.square().mean().backward()
+    grads = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    model.configure_runtime(compile=True)
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = model(idx)
+    compiled.square().mean().backward()
+    assert torch.allclose(compiled, eager, atol=1e-5) and not torch.equal(compiled, torch.zeros_like(compiled))
+    for name, p in model.named_parameters():
+        assert torch.allclose(p.grad, grads[name], rtol=1e-4, atol=1e-6), name
+    copy = __import__("copy").deepcopy(model)
+    assert copy._compiled is None
+    assert torch.allclose(model(idx[:4]), copy(idx[:4]), atol=1e-5)  # another batch size...
+    assert counters["stats"]["unique_graphs"] == 1  # ...through the same compiled graph
+    with pytest.raises(ValueError, match=r"^position ids 16\.\.16 outside the 16 embeddings \(n_position=16\)$"):
+        model(idx, pos=torch.full_like(idx, 16))
+
+
+def test_the_compile_setting_reaches_the_model():
+    assert make_trainer(compile=True).model._compiled is not None
+    assert make_trainer().model._compiled is None  # off by default: the presets' curves are untouched
+
+
+@cuda
+def test_compiled_bf16_logits_match_eager_on_cuda():
+    model = cuda_model(autocast_dtype=torch.bfloat16, matmul_attention=True)
+    idx = torch.randint(0, 12, (64, 12), device="cuda")
+    eager = model(idx).float()
+    model.configure_runtime(autocast_dtype=torch.bfloat16, matmul_attention=True, compile=True)
+    # bf16 rounding (8 bits of mantissa) on logits of order 1; fused kernels round in other places
+    assert (model(idx).float() - eager).abs().max() < 5e-2

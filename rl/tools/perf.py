@@ -36,13 +36,15 @@ config's rl_rollout_size answers a prompt), one JSON line a row, one record in -
 
   sweep_sampling          generate alone (with_stats, with_nonfinite, as the rollout calls it): eager and
                           CUDA-graphed (CUDA only) x fp32 and bf16 autocast; tokens and answers per second
-  sweep_update            the step's update alone on a fixed sampled batch (as `fixed_update`), fp32 and bf16
+  sweep_update            the step's update alone on a fixed sampled batch (as `fixed_update`), fp32 and bf16;
+                          on CUDA also bf16 with matmul attention compiled (--compile=true: torch.compile)
   sweep_forward_backward  the bare limit: forward + backward + the fused AdamW step over as many sequences
                           (B * G rows of max_seq_len - 1 tokens) in a tight loop, fp32 and bf16, with the
                           model-FLOP rate (3 x `forward_flops` a sequence; the AdamW step not counted)
-  sweep_step              whole trainer.train_step()s (the first a warm-up): precision auto with CUDA graphs
-                          (the defaults) and fp32 eager; median step seconds, answers generated per second, and
-                          the stage shares of the median step (so that they sum to 1)
+  sweep_step              whole trainer.train_step()s, after untimed ones until a step captures no new decode
+                          graph (warmup_steps; captures_timed counts any later): precision auto with CUDA graphs
+                          (the defaults), fp32 eager, and on CUDA matmul attention, compiled or not; median
+                          step seconds, answers generated per second, and the median step's stage shares
 
 Every timer starts and stops after torch.cuda.synchronize() on CUDA; a measurement takes at most --reps
 timed calls and stops earlier once they have taken --budget seconds. A row that runs out of device memory
@@ -314,6 +316,7 @@ def table(rec: dict) -> str:
 
 SWEEP_SIZES = (64, 512, 4096, 8192)  # prompts a step; each gets the config's rl_rollout_size answers
 SWEEP_PRECISIONS = ("fp32", "bf16")
+MAX_WARMUP_STEPS = 8  # a whole-step measurement's untimed steps at most (sweep_steps)
 NO_CUDA = "error: --device cuda but CUDA is not available here; use --device cpu"
 
 
@@ -334,11 +337,11 @@ class Sweep:
                                                         "device": self.device.type, **overrides})
         return MathRLTrainer.build(config.get_args_ready(), dist.DistInfo(device=self.device))
 
-    def runtime(self, model, precision: str, graphs: bool = False, matmul: bool = False):
+    def runtime(self, model, precision: str, graphs: bool = False, matmul: bool = False, compile: bool = False):
         """fp32 (TF32 off on CUDA: 'fp32' means fp32) or bf16 autocast, CUDA-graphed decoding or not, attention
-        in plain matmuls or not (model/gpt.py matmul_attention)."""
+        in plain matmuls or not (model/gpt.py matmul_attention), full passes compiled or not."""
         model.configure_runtime(autocast_dtype=autocast_dtype_for(precision, self.device.type), cuda_graphs=graphs,
-                                matmul_attention=matmul)
+                                matmul_attention=matmul, compile=compile)
 
     def row(self, metric: str, prompts: int, measure, **labels) -> dict:
         """Emit the row of one measurement: its labels and what measure() returns, or status 'oom' when the
@@ -378,9 +381,9 @@ def sweep_sampling(s: Sweep, trainer: MathRLTrainer, precision: str, graphs: boo
                 answers_per_second=answers / seconds)
 
 
-def sweep_update(s: Sweep, trainer: MathRLTrainer, precision: str, matmul: bool = False) -> dict:
+def sweep_update(s: Sweep, trainer: MathRLTrainer, precision: str, matmul: bool = False, compile: bool = False) -> dict:
     """The step's update alone (forward + backward + optimizer step) on one fixed sampled batch."""
-    s.runtime(trainer.model, precision, matmul=matmul)
+    s.runtime(trainer.model, precision, matmul=matmul, compile=compile)
     batch, update = fixed_update(trainer)
     seconds = s.timed(update)
     return dict(seconds=seconds, answers_trained=len(batch), answers_per_second=len(batch) / seconds,
@@ -410,18 +413,30 @@ def sweep_forward_backward(s: Sweep, trainer: MathRLTrainer, precision: str) -> 
                 optimizer="AdamW step included" + (" (fused)" if optimizer.defaults.get("fused") else ""))
 
 
-def sweep_steps(s: Sweep, prompts: int, precision: str, graphs: bool, matmul: bool = False) -> dict:
-    """Whole RL steps of a fresh trainer: the first a warm-up, then up to reps (within the budget). The
-    shares are those of the median step (by seconds), so that they sum to 1."""
-    trainer = s.trainer(prompts, precision=precision, cuda_graphs=graphs, matmul_attention=matmul)
-    trainer.train_step()  # warm-up: graph captures, first-call allocations
+def sweep_steps(s: Sweep, prompts: int, precision: str, graphs: bool, matmul: bool = False,
+                compile: bool = False) -> dict:
+    """Whole RL steps of a fresh trainer: warm-up steps until one captures no decode graph, then up to reps
+    (within the budget). The shares are those of the median step (by seconds), so that they sum to 1."""
+    trainer = s.trainer(prompts, precision=precision, cuda_graphs=graphs, matmul_attention=matmul, compile=compile)
+    # Dynamic sampling's refill rounds come in sizes that round up to new powers of two for the first few
+    # steps, and each new size's decode is captured as a graph once (an eager run and the capture): a cost
+    # a run pays once, which a timed step must not (on an H200 it put 0.19-0.23 s steps beside 0.12 s ones).
+    warmup = 0
+    while warmup < MAX_WARMUP_STEPS:
+        captures = trainer.model.graph_captures
+        trainer.train_step()  # (the first also makes first-call allocations, and compiles when asked)
+        warmup += 1
+        if trainer.model.graph_captures == captures:
+            break
+    captures = trainer.model.graph_captures
     steps, spent = [], 0.0
     while len(steps) < max(s.reps, 1) and spent < s.budget_s:
         steps.append(trainer.train_step())
         spent += steps[-1]["perf/step_seconds"]
     median = sorted(steps, key=lambda r: r["perf/step_seconds"])[(len(steps) - 1) // 2]
     shares = {f"{k}_share": median[f"perf/{k}_share"] for k in ("rollout", "reward", "update", "other")}
-    return dict(steps=len(steps), step_seconds=median["perf/step_seconds"],
+    return dict(steps=len(steps), warmup_steps=warmup, captures_timed=trainer.model.graph_captures - captures,
+                step_seconds=median["perf/step_seconds"],
                 answers_per_second=statistics.median(r["perf/samples_per_second"] for r in steps),
                 answers_generated=median["train/answers_generated"], **shares)
 
@@ -444,6 +459,9 @@ def sweep_size(s: Sweep, prompts: int):
           precision="bf16", graphs=graphs, matmul_attention=True)
     s.row("sweep_update", prompts, lambda: sweep_update(s, trainer, "bf16", matmul=True), precision="bf16",
           matmul_attention=True)
+    if s.cuda:
+        s.row("sweep_update", prompts, lambda: sweep_update(s, trainer, "bf16", matmul=True, compile=True),
+              precision="bf16", matmul_attention=True, compile=True)
     s.runtime(trainer.model, "auto")
     del trainer
     s.free()
@@ -453,6 +471,9 @@ def sweep_size(s: Sweep, prompts: int):
               precision=precision, graphs=graphs)
     s.row("sweep_step", prompts, lambda: sweep_steps(s, prompts, "auto", s.cuda, matmul=True), precision="auto",
           graphs=s.cuda, matmul_attention=True)
+    if s.cuda:  # torch.compile of every full pass (compiling takes tens of seconds on a CPU: CUDA only)
+        s.row("sweep_step", prompts, lambda: sweep_steps(s, prompts, "auto", True, matmul=True, compile=True),
+              precision="auto", graphs=True, matmul_attention=True, compile=True)
 
 
 def sweep(config_name: str, device: torch.device, sizes, *, reps: int = 5, budget_s: float = 30.0) -> list:
@@ -483,16 +504,20 @@ def sweep_table(rows: list) -> str:
         tok = lambda precision, graphs: cell("sweep_sampling", prompts, "tokens_per_second", "{:,.0f}",
                                              precision=precision, graphs=graphs)
         sec = lambda metric, precision: cell(metric, prompts, "seconds", "{:.4f}", precision=precision)
-        matmul = lambda metric, key, fmt: cell(metric, prompts, key, fmt, matmul_attention=True)
+        matmul = lambda metric, key, fmt: cell(metric, prompts, key, fmt, matmul_attention=True, compile=None)
+        compiled = lambda metric, key, fmt: cell(metric, prompts, key, fmt, compile=True)
         lines.append([prompts, tok("fp32", False), tok("bf16", True),
                       matmul("sweep_sampling", "tokens_per_second", "{:,.0f}"), sec("sweep_update", "fp32"),
                       sec("sweep_update", "bf16"), matmul("sweep_update", "seconds", "{:.4f}"),
+                      compiled("sweep_update", "seconds", "{:.4f}"),
                       f"{sec('sweep_forward_backward', 'fp32')} / {sec('sweep_forward_backward', 'bf16')}",
                       cell("sweep_step", prompts, "answers_per_second", "{:,.0f}", precision="auto"),
-                      matmul("sweep_step", "answers_per_second", "{:,.0f}"), shares(prompts)])
+                      matmul("sweep_step", "answers_per_second", "{:,.0f}"),
+                      compiled("sweep_step", "answers_per_second", "{:,.0f}"), shares(prompts)])
     headers = ["prompts", "sampling tok/s eager fp32", "sampling tok/s graphs bf16", "the same, matmul attention",
-               "update s fp32", "update s bf16", "the same, matmul attention", "bare fwd+bwd+AdamW s fp32 / bf16", "step answers/s (auto)",
-               "the same, matmul attention", "step shares rollout / reward / update / other (auto)"]
+               "update s fp32", "update s bf16", "the same, matmul attention", "and compiled",
+               "bare fwd+bwd+AdamW s fp32 / bf16", "step answers/s (auto)", "the same, matmul attention",
+               "and compiled", "step shares rollout / reward / update / other (auto)"]
     return markdown_table(headers, lines)
 
 
