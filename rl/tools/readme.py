@@ -188,26 +188,41 @@ def scarce_study() -> str:
                            "at the end", "trained share of answers (median step)", "RL s"], rows)
 
 
-# the card whose runs the README shows (issue 33's targets name an H100); docs/results.md shows every card's
-README_GPU = "NVIDIA H100 80GB HBM3"
+# the card whose runs the README shows (issue 33's targets name an H100; its runs are under "gpu-presets-h100")
+README_GPU = "NVIDIA H200"
+CHOICE_GPU = "NVIDIA H100 80GB HBM3"  # the card the GPU settings were chosen on: every candidate ran there
+# what each card's runs were made with beyond the card, the driver and torch (rl/tools/gpu_presets's footnote)
+GPU_NOTES = {
+    "NVIDIA H200": "with Python's bytecode cached, as a pip install leaves it (results/gpu/session6/)",
+    "NVIDIA H100 80GB HBM3": "before the bytecode cache was found (results/gpu/session5/): whether its torch had one "
+                             "was not checked; its 3.6-5.5 s of start-up match the H200's without one",
+}
 
 
 def gpu_runs(card: str = README_GPU) -> dict:
-    """{preset: its runs on one GPU with the settings chosen on validation}: of the files rl/tools/gpu.py wrote to
-    results/gpu/<GPU>/, each preset's group of settings run on the most seeds (the candidates ran on one)."""
+    """{preset: its runs on one GPU with the settings rl/tools/gpu.py chose on validation}: the settings are those
+    the H100 (CHOICE_GPU, where every candidate ran) ran on the most seeds, the runs those of `card`."""
+    rows = [r for r in results.load_tree("gpu") if "seed" in r]
     groups = {}
-    for r in results.load_tree("gpu"):
-        if "seed" in r and r["gpu"] == card:
+    for r in rows:
+        if r["gpu"] == CHOICE_GPU:
             groups.setdefault(r["config"], {}).setdefault(tuple(r["set"]), []).append(r)
     order = lambda config: PRESETS.index(config) if config in PRESETS else len(PRESETS)
-    return {config: max(groups[config].values(), key=len) for config in sorted(groups, key=order)}
+    runs = {}
+    for config in sorted(groups, key=order):
+        chosen = list(max(groups[config].items(), key=lambda kv: len(kv[1]))[0])
+        picked = sorted((r for r in rows if r["config"] == config and r["gpu"] == card and r["set"] == chosen),
+                        key=lambda r: r["seed"])
+        if picked:
+            runs[config] = picked
+    return runs
 
 
-def gpu_presets() -> str:
+def gpu_presets(card: str = README_GPU) -> str:
     """The presets on one GPU, chosen settings, every seed: final test accuracy, first test >= the aim, the run."""
     from rl.tools.gpu import CANDIDATES
     rows, gpus = [], set()
-    for config, rs in gpu_runs().items():
+    for config, rs in gpu_runs(card).items():
         aim = CANDIDATES[config][0]
         gpus |= {f"{r['gpu']} (driver {r['driver']}, torch {r['torch']}, CUDA {r['cuda']})" for r in rs}
         rows.append([f"`{config}`", f"`{' '.join('--' + kv for kv in rs[0]['set'])}`",
@@ -215,11 +230,12 @@ def gpu_presets() -> str:
                      median_range([first_reaching(r["curve"], aim) for r in rs], "{:.1f}") + f" (>= {aim})",
                      median_range([r["curve"][0][0] for r in rs], "{:.1f}"),
                      median_range([r["wall_seconds"] for r in rs], "{:.1f}")])
-    table = markdown_table(["preset", "settings chosen on validation (seed 0)", "seeds", "final test",
+    table = markdown_table(["preset", f"settings chosen on validation (seed 0, {CHOICE_GPU})", "seeds", "final test",
                             "first test >= aim, s", "RL starts at, s", "whole run, s"], rows)
-    return table + "\n\nOn " + "; ".join(sorted(gpus)) + ". \"First test\" and \"RL starts\" are on the run's own clock " \
-        "(`perf/run_seconds`, from the model's build on: CUDA's start-up, the warm start and every evaluation " \
-        "included; Python's imports before it are not); \"whole run\" is the process's wall seconds."
+    return table + "\n\nOn " + "; ".join(sorted(gpus)) + f", {GPU_NOTES.get(card, '')}. \"First test\" and \"RL " \
+        "starts\" are on the run's own clock (`perf/run_seconds`, from the model's build on: CUDA's start-up, the warm " \
+        "start and every evaluation included; Python's imports before it are not); \"whole run\" is the process's " \
+        "wall seconds."
 
 
 def gpu_candidates() -> str:
@@ -233,8 +249,11 @@ def gpu_speed() -> str:
     """The perf sweep's table (python -m rl.tools.perf --device cuda) and where it ran."""
     from rl.tools import perf
     recs = [r for r in results.load_tree("gpu") if r.get("tool") == "perf-sweep"]
-    return "\n\n".join(perf.sweep_table(r["rows"]) + f"\n\n`{r['command']}` on {r['gpu']}, torch {r['torch']}."
-                       for r in recs)
+    early = lambda r: any(row["metric"] == "sweep_step" and "warmup_steps" not in row for row in r["rows"])
+    return "\n\n".join(perf.sweep_table(r["rows"]) + f"\n\n`{r['command']}` on {r['gpu']}, torch {r['torch']}"
+                       + ("; whole steps timed after one warm-up step only (on the H200, steps that still capture decode "
+                          "graphs: results/gpu/session5/)"
+                          if early(r) else "") + "." for r in recs)
 
 
 def what_rl_adds_pass() -> str:
@@ -245,7 +264,7 @@ def what_rl_adds_pass() -> str:
         "(no results yet: `python -m rl.tools.benchmark --what_rl_adds --results what-rl-adds`)"
 
 
-BLOCKS = {"what-rl-adds-pass": what_rl_adds_pass, "gpu-presets": gpu_presets, "gpu-candidates": gpu_candidates, "gpu-speed": gpu_speed, "headline": headline, "problem-selection": problem_selection, "presets-study": presets_study, "what-rl-adds": what_rl_adds, "speed": speed,
+BLOCKS = {"what-rl-adds-pass": what_rl_adds_pass, "gpu-presets": gpu_presets, "gpu-presets-h100": lambda: gpu_presets("NVIDIA H100 80GB HBM3"), "gpu-candidates": gpu_candidates, "gpu-speed": gpu_speed, "headline": headline, "problem-selection": problem_selection, "presets-study": presets_study, "what-rl-adds": what_rl_adds, "speed": speed,
           "scarce-study": scarce_study,
           "lengths": lambda: lengths_table("greedy"), "lengths-pass": lambda: lengths_table("pass"),
           "lengths-before": lambda: lengths_table("greedy", BEFORE),
