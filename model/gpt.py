@@ -144,6 +144,9 @@ class ModelSettings:
     matmul_attention: bool = False
     """attention in plain matmuls instead of F.scaled_dot_product_attention: for answers of a dozen tokens flash
     attention's tiles are mostly padding (a kernel profile on an H200 put it at 85% of sampling's GPU time)"""
+    sft_cuda_graphs: bool = False
+    """on one CUDA device, replay each warm-start step (forward, backward, clipping, AdamW) as one captured CUDA graph
+    (no dropout, one width): the steps are launch-bound, 15-17 ms on an H200's host; not yet measured on a GPU"""
     compile: bool = False
     """torch.compile every full pass (the update's, the warm start's, log-probs'), fusing the casts and elementwise
     kernels that bound a small model's update on a GPU; compiling costs tens of seconds first (decoding keeps its

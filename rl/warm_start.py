@@ -14,6 +14,9 @@ and with `sft_patience` it stops once validation accuracy stops improving: super
 scarce worked examples for as long as it helps, which RL then continues on every training problem
 from the final-answer reward alone.
 
+On one CUDA device, `sft_cuda_graphs` replays each supervised step (forward, backward, clipping and AdamW) as
+one captured CUDA graph (`GraphedStep`): a small model's step is otherwise bound by its kernel launches.
+
 A long warm start saves its progress every `sft_save_interval` steps and when stopped to
 out_dir/warm_start_progress.pt; the same command continues from there. Its problems and dropout
 are functions of the step (rl/seeding.py), so a continued warm start equals an uninterrupted one.
@@ -131,7 +134,9 @@ class WarmStartSettings:
                  "needs sft_max_steps > 0 (no warm start step runs)"),
                 (("sft_pad_steps", "sft_first_pad_share"), not getattr(self, "sft_pad_ndigits", 0),
                  "belongs to sft_pad_ndigits (rl/long_env.py)"),
-                (("sft_first_pad_from",), not self.sft_first_pad_share, "belongs to sft_first_pad_share")]
+                (("sft_first_pad_from",), not self.sft_first_pad_share, "belongs to sft_first_pad_share"),
+                (("sft_cuda_graphs",), self.init_from != "sft" or self.sft_max_steps == 0,
+                 "belongs to the warm start's steps (init_from=sft, sft_max_steps > 0)")]
 
 
 WARM_START_FIELDS = tuple(f.name for f in fields(WarmStartSettings) if f.name != "init_from")  # the sft_ ones
@@ -206,10 +211,20 @@ def supervised_loss(policy, env: MathEnvironment, a, b, device, rng=None) -> tor
     """Teacher-forced cross-entropy on the answer tokens of the problems (a, b) (int arrays (B,), or
     digit arrays for rl/long_env.py), at the position ids the environment gives (its random offsets
     drawn from rng; none for MathEnvironment: the model's own)."""
+    return batch_loss(policy, supervised_batch(env, a, b, device, rng), env.prompt_len)
+
+
+def supervised_batch(env: MathEnvironment, a, b, device, rng=None) -> tuple:
+    """(sequences (B, P + A), answers (B, A), position ids (B, P + A) or None) of the problems (a, b) on device."""
     prompts, answers = env.encode(a, b)
-    sequences, answers = torch.cat([prompts, answers], dim=1).to(device), answers.to(device)
-    pos = env.position_ids(len(sequences), rng)
-    logits = answer_logits(policy, sequences, env.prompt_len, pos=None if pos is None else pos.to(device))  # (B, A, V)
+    pos = env.position_ids(len(prompts), rng)
+    return (torch.cat([prompts, answers], dim=1).to(device), answers.to(device),
+            None if pos is None else pos.to(device))
+
+
+def batch_loss(policy, batch: tuple, prompt_len: int) -> torch.Tensor:
+    sequences, answers, pos = batch
+    logits = answer_logits(policy, sequences, prompt_len, pos=pos)  # (B, A, V)
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), answers.reshape(-1))
 
 
@@ -401,18 +416,35 @@ def save_progress(config, model, optimizer, scheduler, state: dict, info: dist.D
         raise TrainingError(f"the warm start's weights are not finite at step {state['step']}, so they are not saved "
                             f"(the previous progress is intact); lower sft_learning_rate or keep grad_clip on")
     save_on_main(lambda: save_atomic({"kind": "warm_start_progress", "model": model.state_dict(),
-                                      "model_args": config.model_args(), "optimizer": optimizer.state_dict(),
+                                      "model_args": config.model_args(), "optimizer": portable(optimizer.state_dict()),
                                       "scheduler": scheduler.state_dict(),
                                       "fingerprint": key or fingerprint(config, info.world_size), **state}, path),
                  path, "the previous progress is intact", info)
 
 
+def portable(state: dict) -> dict:
+    """An optimizer's state_dict as any optimizer of these parameters loads it, on any device: learning rates as
+    numbers and capturable off (a GraphedStep's optimizer holds its rate in a device tensor)."""
+    return {**state, "param_groups": [{**group, "lr": float(group["lr"]), "capturable": False}
+                                      for group in state["param_groups"]]}
+
+
 def teacher_forced_step(policy, env: MathEnvironment, optimizer, a, b, device, *, grad_clip: float = 0.0, rng=None):
     """One optimizer step on supervised_loss of the problems (a, b) (position offsets drawn from rng), the
     gradient's norm clipped to grad_clip (0: not clipped); returns the loss. The one supervised step of the
-    project: the warm start, the benchmark's matched-compute baseline, the answer-format curves and the tests use it."""
-    loss = supervised_loss(policy, env, a, b, device, rng)
+    project: the warm start, the benchmark's matched-compute baseline, the answer-format curves and the tests use it.
+    An optimizer that carries a GraphedStep (`graphed`, set by the warm start under sft_cuda_graphs) replays it."""
+    graphed = getattr(optimizer, "graphed", None)
+    if graphed is not None:
+        return graphed(policy, supervised_batch(env, a, b, device, rng), env.prompt_len)
     optimizer.zero_grad(set_to_none=True)
+    return backward_and_step(policy, supervised_batch(env, a, b, device, rng), env.prompt_len, optimizer, grad_clip)
+
+
+def backward_and_step(policy, batch: tuple, prompt_len: int, optimizer, grad_clip: float) -> torch.Tensor:
+    """batch_loss, its backward, the gradient's norm clipped to grad_clip (0: not), and the optimizer's step:
+    nothing read on the host, so that a CUDA graph can capture it (GraphedStep)."""
+    loss = batch_loss(policy, batch, prompt_len)
     loss.backward()
     if grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(dist.unwrap(policy).parameters(), grad_clip)
@@ -420,10 +452,60 @@ def teacher_forced_step(policy, env: MathEnvironment, optimizer, a, b, device, *
     return loss
 
 
+class GraphedStep:
+    """teacher_forced_step as one replayed CUDA graph: the forward, backward, clipping and AdamW step of a batch of
+    fixed shapes in one launch instead of some 300, which bound a small model's warm-start step on a GPU (15-17 ms
+    on an H200's host: results/gpu/session5/). The first WARMUP steps run eagerly on a side stream (AdamW's state
+    and the kernels' lazy set-up come into being, as capture asks); the next is captured and replayed, and each
+    later one copies its batch into the captured inputs and replays. AdamW turns capturable, its learning rate a
+    device tensor set to the schedule's value before each step. One CUDA device, no dropout, one width."""
+    WARMUP = 3
+
+    def __init__(self, optimizer, grad_clip: float):
+        self.optimizer, self.grad_clip, self.calls, self.graph = optimizer, grad_clip, 0, None
+        self.lrs = []
+        for group in optimizer.param_groups:
+            group["capturable"] = True
+            group["lr"] = torch.tensor(float(group["lr"]), device=group["params"][0].device)
+            self.lrs.append(group["lr"])
+
+    def __call__(self, policy, batch: tuple, prompt_len: int) -> torch.Tensor:
+        for group, lr in zip(self.optimizer.param_groups, self.lrs):
+            if group["lr"] is not lr:  # the schedule wrote a number (torch's LambdaLR fills a tensor in place)
+                lr.fill_(group["lr"])
+                group["lr"] = lr
+        self.calls += 1
+        step = lambda inputs: backward_and_step(policy, inputs, prompt_len, self.optimizer, self.grad_clip)
+        if self.graph is None and self.calls <= self.WARMUP:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                self.optimizer.zero_grad(set_to_none=True)
+                loss = step(batch)
+            torch.cuda.current_stream().wait_stream(side)
+            return loss
+        if self.graph is None:
+            self.inputs = tuple(None if t is None else t.clone() for t in batch)
+            self.optimizer.zero_grad(set_to_none=True)  # the capture's backward allocates the gradients it writes
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.loss = step(self.inputs)
+        else:
+            for static, t in zip(self.inputs, batch):
+                if t is not None:
+                    if t.shape != static.shape:
+                        raise RuntimeError(f"a graphed warm-start step got a batch of shape {tuple(t.shape)}, captured "
+                                           f"for {tuple(static.shape)}")
+                    static.copy_(t)
+        self.graph.replay()
+        return self.loss
+
+
 def supervised_step(policy, env: MathEnvironment, optimizer, config, info: dist.DistInfo, step: int):
     """One teacher-forced step on this rank's share of the step's training problems; returns the loss."""
     seed = warm_start_seed(config)
-    seeding.seed_dropout(seed, info.rank, step)
+    if config.dropout:  # (torch.manual_seed reseeds every CUDA device too: 1.5 ms a step on an H200's host)
+        seeding.seed_dropout(seed, info.rank, step)
     seeding.set_step_width(env, seed, step, seeding.SFT_WIDTHS)  # (the task of many lengths only)
     problems = seeding.numpy_rng(seed, info.rank, step, seeding.SFT_PROBLEMS)
     a, b = training_pairs(config, env, config.sft_batch_size // info.world_size, problems)
@@ -457,6 +539,8 @@ def train_warm_start(config, env: MathEnvironment, policy, info: dist.DistInfo,
     progress is saved then, and continued by the next call with the same settings)."""
     c, model = config, dist.unwrap(policy)
     optimizer, scheduler, state, t0, save = start_phase(c, model, info, max(c.sft_warmup_steps, 1), c.sft_max_steps)
+    if graphs_apply(c, env, info):
+        optimizer.graphed = GraphedStep(optimizer, c.grad_clip)
     # checked at one width, the range's longest, whatever width the training steps set (rl/long_env.py)
     val_env = copy.copy(env)
     val_a, val_b = val_env.eval_operands(c.sft_num_eval, "validation")
@@ -499,6 +583,13 @@ def train_warm_start(config, env: MathEnvironment, policy, info: dist.DistInfo,
     bar.close()
     optimizer.zero_grad(set_to_none=True)  # leave no gradients behind: RL must start as from the cached file
     return report(c, state["step"], state["accuracy"], time.time() - t0, state["best_step"])
+
+
+def graphs_apply(c, env, info: dist.DistInfo) -> bool:
+    """Whether the warm start's steps replay a CUDA graph (GraphedStep): asked for, on one CUDA device, without
+    dropout (a graph would replay one step's draws), on a task of one width (rl/long_env.py draws one a step)."""
+    return (c.sft_cuda_graphs and info.device.type == "cuda" and info.world_size == 1 and not c.dropout
+            and not hasattr(env, "draw_width"))
 
 
 def step_env(c, env, plain, state: dict):

@@ -264,3 +264,44 @@ def test_compiled_bf16_logits_match_eager_on_cuda():
     model.configure_runtime(autocast_dtype=torch.bfloat16, matmul_attention=True, compile=True)
     # bf16 rounding (8 bits of mantissa) on logits of order 1; fused kernels round in other places
     assert (model(idx).float() - eager).abs().max() < 5e-2
+
+
+# ---- the warm start's steps as one CUDA graph (--sft_cuda_graphs=true) ---------------------------------
+@cuda
+def test_a_graphed_warm_start_step_trains_as_its_eager_steps():
+    """GraphedStep: three eager steps, then the captured one, then replays of it give the losses and weights of
+    the same steps run eagerly with the same capturable AdamW, its rate following the schedule."""
+    import copy
+    import numpy as np
+    from torch.optim.lr_scheduler import LambdaLR
+    from rl.warm_start import GraphedStep, supervised_batch, teacher_forced_step
+    cuda_trainer = lambda: make_trainer(device="cuda", info=DistInfo(device=torch.device("cuda", 0)))
+    trainer = cuda_trainer()
+    env, eager_model = trainer.env, trainer.model.train()
+    graphed_model = copy.deepcopy(eager_model)
+    optimizers = [m.configure_optimizer(lr=1e-3, weight_decay=0.01, betas=(0.9, 0.99))
+                  for m in (eager_model, graphed_model)]
+    schedules = [LambdaLR(o, lambda k: min(1.0, (k + 1) / 4)) for o in optimizers]
+    eager = GraphedStep(optimizers[0], grad_clip=1.0)
+    eager.WARMUP = 10 ** 9  # every step eager: the same AdamW (capturable, rates in tensors), never captured
+    optimizers[1].graphed = GraphedStep(optimizers[1], grad_clip=1.0)
+    rng = np.random.default_rng(0)
+    for step in range(7):
+        a, b = env.sample_operands(32, rng)
+        expected = eager(eager_model, supervised_batch(env, a, b, "cuda"), env.prompt_len).item()
+        loss = teacher_forced_step(graphed_model, env, optimizers[1], a, b, "cuda", grad_clip=1.0).item()
+        assert loss == pytest.approx(expected, rel=1e-5), step
+        for schedule in schedules:
+            schedule.step()
+    assert optimizers[1].graphed.graph is not None and optimizers[1].graphed.calls == 7
+    assert optimizers[1].param_groups[0]["lr"].item() == pytest.approx(1e-3)  # the schedule's rate reached the graph
+    for (name, p), q in zip(eager_model.named_parameters(), graphed_model.parameters()):
+        assert torch.allclose(p, q, atol=1e-6), name
+    assert not torch.equal(eager_model.wte.weight, cuda_trainer().model.wte.weight)  # it trained
+
+
+@cuda
+def test_a_run_with_graphed_warm_start_steps(tmp_path):
+    proc = run(["--config_name", "AdderRLConfig", "--debug", "--no_wandb", "--device=cuda", "--sft_cuda_graphs=true",
+                f"--out_dir={tmp_path}"])
+    assert "Warm start: " in proc.stdout and "Final held-out accuracy" in proc.stdout

@@ -243,3 +243,64 @@ def test_the_warm_starts_rate_is_constant_or_a_cosine_to_its_min_ratio():
 def test_a_decaying_warm_start_is_a_different_cache():
     assert "sft_min_lr_ratio" not in fingerprint(make_config(init_from="sft"), 1)  # the presets' caches stay valid
     assert fingerprint(make_config(init_from="sft", sft_min_lr_ratio=0.1), 1)["sft_min_lr_ratio"] == 0.1
+
+
+# ---- the warm start's steps on a GPU (sft_cuda_graphs; the CUDA side is tested in tests/test_precision.py) ----
+def test_graphed_steps_apply_only_on_one_cuda_device_without_dropout_at_one_width():
+    from rl.long_env import LongAdditionEnvironment
+    from rl.warm_start import graphs_apply
+    config, env = make_config(**SFT, sft_cuda_graphs=True), make_trainer().env
+    cuda = DistInfo(device=torch.device("cuda"))  # (a device name: nothing runs on it)
+    assert graphs_apply(config, env, cuda)
+    assert not graphs_apply(make_config(**SFT), env, cuda)  # not asked
+    assert not graphs_apply(config, env, DistInfo())  # the CPU
+    assert not graphs_apply(config, env, DistInfo(world_size=2, device=torch.device("cuda")))  # DDP's all-reduce
+    assert not graphs_apply(make_config(**SFT, sft_cuda_graphs=True, dropout=0.1), env, cuda)  # one step's draws
+    assert not graphs_apply(config, LongAdditionEnvironment((1, 5)), cuda)  # a width drawn a step
+
+
+def test_a_step_with_a_graphed_optimizer_replays_it_and_takes_no_eager_step():
+    """teacher_forced_step hands the batch of (a, b) to the optimizer's GraphedStep, and steps nothing itself."""
+    trainer = make_trainer()
+    model, env = trainer.model, trainer.env
+    optimizer = model.configure_optimizer(lr=1e-2, weight_decay=0.0, betas=(0.9, 0.99))
+    seen = []
+    optimizer.graphed = lambda policy, batch, prompt_len: seen.append((policy, batch, prompt_len)) or torch.tensor(0.5)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    a, b = env.sample_operands(7, np.random.default_rng(0))
+    loss = warm_start.teacher_forced_step(model, env, optimizer, a, b, "cpu", grad_clip=1.0)
+    assert loss.item() == 0.5 and len(seen) == 1
+    policy, (sequences, answers, pos), prompt_len = seen[0]
+    prompts, expected = env.encode(a, b)
+    assert policy is model and prompt_len == env.prompt_len and pos is None
+    assert torch.equal(sequences, torch.cat([prompts, expected], dim=1)) and torch.equal(answers, expected)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_progress_saves_the_optimizer_as_any_device_loads_it():
+    """A GraphedStep's AdamW holds its rates in tensors and is capturable; the progress file holds numbers and
+    capturable off, which a plain AdamW loads and steps with."""
+    model = make_trainer().model
+    adamw = lambda: model.configure_optimizer(lr=3e-3, weight_decay=0.01, betas=(0.9, 0.99))
+    graphed = adamw()
+    warm_start.GraphedStep(graphed, grad_clip=1.0)  # (its set-up only: nothing is captured off CUDA)
+    assert all(g["capturable"] and torch.is_tensor(g["lr"]) for g in graphed.param_groups)
+    state = warm_start.portable(graphed.state_dict())
+    # (float32 on the device: the rate comes back to 1e-8 of itself; the schedule rewrites it at the next step)
+    assert [(type(g["lr"]), g["lr"], g["capturable"]) for g in state["param_groups"]] == \
+        [(float, pytest.approx(3e-3, rel=1e-7), False)] * 2
+    plain = adamw()
+    plain.load_state_dict(state)
+    model(torch.zeros(2, 5, dtype=torch.long)).sum().backward()
+    plain.step()  # (a capturable or tensor-rate group would refuse a CPU step here)
+    assert [g["lr"] for g in plain.param_groups] == [pytest.approx(3e-3, rel=1e-7)] * 2
+
+
+def test_dropout_is_reseeded_only_where_there_is_dropout(monkeypatch):
+    calls = []
+    monkeypatch.setattr(warm_start.seeding, "seed_dropout", lambda *a: calls.append(a))
+    for dropout in (0.0, 0.1):
+        trainer = make_trainer(**SFT, dropout=dropout)
+        optimizer = trainer.model.configure_optimizer(lr=1e-3, weight_decay=0.0, betas=(0.9, 0.99))
+        warm_start.supervised_step(trainer.model, trainer.env, optimizer, trainer.config, DistInfo(), 4)
+    assert len(calls) == 1 and calls[0][-1] == 4  # the run with dropout, at its step
