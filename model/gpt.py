@@ -146,11 +146,11 @@ class ModelSettings:
     attention's tiles are mostly padding (a kernel profile on an H200 put it at 85% of sampling's GPU time)"""
     sft_cuda_graphs: bool = False
     """on one CUDA device, replay each warm-start step (forward, backward, clipping, AdamW) as one captured CUDA graph
-    (no dropout, one width): the steps are launch-bound, 15-17 ms on an H200's host; not yet measured on a GPU"""
+    (no dropout, one width): eager steps are launch-bound, 17-25 ms on an H200 with their checks; not yet measured"""
     compile: bool = False
     """torch.compile every full pass (the update's, the warm start's, log-probs'), fusing the casts and elementwise
-    kernels that bound a small model's update on a GPU; compiling costs tens of seconds first (decoding keeps its
-    CUDA graphs)"""
+    kernels that bound a small model's update on a GPU, after compiling once (20 s for a test model on a 2-core CPU;
+    decoding keeps its CUDA graphs)"""
 
     def model_args(self) -> dict:
         """GPTConfig's arguments: what a snapshot stores of the model."""

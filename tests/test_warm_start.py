@@ -9,6 +9,7 @@ import torch
 from helpers import TINY_ARGS, args_with, assert_same_state, load, make_config, make_trainer, run
 from rl import warm_start
 from rl.dist import DistInfo
+from rl.errors import ConfigError
 from rl.evaluate import EvalResult
 from rl.math_env import SPLITS
 from rl.warm_start import fingerprint, init_policy
@@ -257,6 +258,9 @@ def test_graphed_steps_apply_only_on_one_cuda_device_without_dropout_at_one_widt
     assert not graphs_apply(config, env, DistInfo(world_size=2, device=torch.device("cuda")))  # DDP's all-reduce
     assert not graphs_apply(make_config(**SFT, sft_cuda_graphs=True, dropout=0.1), env, cuda)  # one step's draws
     assert not graphs_apply(config, LongAdditionEnvironment((1, 5)), cuda)  # a width drawn a step
+    with pytest.raises(ConfigError, match=r"^sft_cuda_graphs=True has no effect here: it belongs to the warm start's "
+                                          r"steps \(init_from=sft, sft_max_steps > 0\); set that"):
+        make_config(init_from="scratch", sft_cuda_graphs=True)
 
 
 def test_a_step_with_a_graphed_optimizer_replays_it_and_takes_no_eager_step():
