@@ -53,7 +53,8 @@ def test_cpu_sweep_records_every_measurement(tmp_path, capsys):
         assert all(0.0 <= x <= 1.0 for x in shares) and abs(sum(shares) - 1.0) < 1e-6, r
         assert r["answers_per_second"] > 0
     assert not any(r.get("graphs") for r in rows)  # CUDA graphs are CUDA-only
-    assert all(r["warmup_steps"] == 1 and r["captures_timed"] == 0 for r in steps)  # nothing captured on a CPU
+    assert all(r["warmup_steps"] == 1 and r["captures_timed"] == 0 and r["warmup_seconds"] > 0 for r in steps)
+    assert all(r["first_call_seconds"] > 0 for r in rows if r["metric"] == "sweep_update")  # (compiling, if asked)
     printed = capsys.readouterr().out
     assert printed.count('"metric": "sweep_') == len(rows) and "| prompts |" in printed
 

@@ -37,14 +37,16 @@ config's rl_rollout_size answers a prompt), one JSON line a row, one record in -
   sweep_sampling          generate alone (with_stats, with_nonfinite, as the rollout calls it): eager and
                           CUDA-graphed (CUDA only) x fp32 and bf16 autocast; tokens and answers per second
   sweep_update            the step's update alone on a fixed sampled batch (as `fixed_update`), fp32 and bf16;
-                          on CUDA also bf16 with matmul attention compiled (--compile=true: torch.compile)
+                          on CUDA also bf16 with matmul attention compiled (--compile=true: torch.compile);
+                          first_call_seconds: its first call alone (the compile, where compiled)
   sweep_forward_backward  the bare limit: forward + backward + the fused AdamW step over as many sequences
                           (B * G rows of max_seq_len - 1 tokens) in a tight loop, fp32 and bf16, with the
                           model-FLOP rate (3 x `forward_flops` a sequence; the AdamW step not counted)
   sweep_step              whole trainer.train_step()s, after untimed ones until a step captures no new decode
-                          graph (warmup_steps; captures_timed counts any later): precision auto with CUDA graphs
-                          (the defaults), fp32 eager, and on CUDA matmul attention, compiled or not; median
-                          step seconds, answers generated per second, and the median step's stage shares
+                          graph (warmup_steps, warmup_seconds: the compile too, where compiled; captures_timed
+                          counts any later capture): precision auto with CUDA graphs (the defaults), fp32
+                          eager, and on CUDA matmul attention, compiled or not; median step seconds, answers
+                          generated per second, and the median step's stage shares
 
 Every timer starts and stops after torch.cuda.synchronize() on CUDA; a measurement takes at most --reps
 timed calls and stops earlier once they have taken --budget seconds. A row that runs out of device memory
@@ -385,8 +387,10 @@ def sweep_update(s: Sweep, trainer: MathRLTrainer, precision: str, matmul: bool 
     """The step's update alone (forward + backward + optimizer step) on one fixed sampled batch."""
     s.runtime(trainer.model, precision, matmul=matmul, compile=compile)
     batch, update = fixed_update(trainer)
+    first = timed(update, 1, 0, device=s.device)  # what a run pays once: compiling, when compiled
     seconds = s.timed(update)
-    return dict(seconds=seconds, answers_trained=len(batch), answers_per_second=len(batch) / seconds,
+    return dict(seconds=seconds, first_call_seconds=first, answers_trained=len(batch),
+                answers_per_second=len(batch) / seconds,
                 model_flops_per_second=update_flops(trainer.config, len(batch)) / seconds)
 
 
@@ -421,7 +425,7 @@ def sweep_steps(s: Sweep, prompts: int, precision: str, graphs: bool, matmul: bo
     # Dynamic sampling's refill rounds come in sizes that round up to new powers of two for the first few
     # steps, and each new size's decode is captured as a graph once (an eager run and the capture): a cost
     # a run pays once, which a timed step must not (on an H200 it put 0.19-0.23 s steps beside 0.12 s ones).
-    warmup = 0
+    warmup, t0 = 0, time.perf_counter()
     while warmup < MAX_WARMUP_STEPS:
         captures = trainer.model.graph_captures
         trainer.train_step()  # (the first also makes first-call allocations, and compiles when asked)
@@ -429,13 +433,15 @@ def sweep_steps(s: Sweep, prompts: int, precision: str, graphs: bool, matmul: bo
         if trainer.model.graph_captures == captures:
             break
     captures = trainer.model.graph_captures
+    warmup_seconds = dist.clock(s.device) - t0  # (the compile too, when compiled; dist.clock syncs a CUDA device)
     steps, spent = [], 0.0
     while len(steps) < max(s.reps, 1) and spent < s.budget_s:
         steps.append(trainer.train_step())
         spent += steps[-1]["perf/step_seconds"]
     median = sorted(steps, key=lambda r: r["perf/step_seconds"])[(len(steps) - 1) // 2]
     shares = {f"{k}_share": median[f"perf/{k}_share"] for k in ("rollout", "reward", "update", "other")}
-    return dict(steps=len(steps), warmup_steps=warmup, captures_timed=trainer.model.graph_captures - captures,
+    return dict(steps=len(steps), warmup_steps=warmup, warmup_seconds=warmup_seconds,
+                captures_timed=trainer.model.graph_captures - captures,
                 step_seconds=median["perf/step_seconds"],
                 answers_per_second=statistics.median(r["perf/samples_per_second"] for r in steps),
                 answers_generated=median["train/answers_generated"], **shares)
