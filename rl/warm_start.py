@@ -457,8 +457,9 @@ class GraphedStep:
     fixed shapes in one launch instead of some 300, which bound a small model's warm-start step on a GPU (17-25 ms
     on an H200 with its checks: results/gpu/session5/). The first WARMUP steps run eagerly on a side stream
     (AdamW's state and the kernels' lazy set-up come into being, as capture asks); the next is captured and
-    replayed, and each later one copies its batch into the captured inputs and replays. AdamW turns capturable, its learning rate a
-    device tensor set to the schedule's value before each step. One CUDA device, no dropout, one width."""
+    replayed, and each later one copies its batch into the captured inputs and replays. AdamW turns capturable,
+    its learning rate a device tensor set to the schedule's value before each step. One CUDA device, no dropout,
+    one width."""
     WARMUP = 3
 
     def __init__(self, optimizer, grad_clip: float):
