@@ -77,7 +77,8 @@ def headline() -> str:
     return (table + "\n\nCPU rows: " + "; ".join(sorted(machines)) + ", one run at a time, from the files in "
             "`results/benchmark/` written by " + ", ".join(sources) + " (each run is the command shown with "
             "`--seed=S --no_wandb`, and the preset's own `--problem_sampler` where the benchmark names it). GPU rows: "
-            "`results/gpu/<GPU>/`, written by `python -m rl.tools.gpu` (README, \"On a GPU\").")
+            "`results/gpu/<GPU>/`: settings chosen by `python -m rl.tools.gpu` on an H100, run on the card named (README, "
+            "\"On a GPU\").")
 
 
 def problem_selection() -> str:
