@@ -414,9 +414,7 @@ class GPT(nn.Module):
         pos (B, T): the position id of each token; None: cache.pos + 0, 1, ..., T - 1."""
         if cache is None and self._compiled is not None:
             if pos is not None and check_pos:  # read on the host, so checked here rather than in the compiled pass
-                if pos.shape != idx.shape:
-                    raise ValueError(f"position ids of shape {tuple(pos.shape)} for tokens of shape {tuple(idx.shape)}")
-                check_position_ids(pos, self.config.n_position)
+                check_positions(idx, pos, self.config.n_position, values=True)
             return self._compiled(idx, pos)
         return self._full_pass(idx, pos, cache, check_pos)
 
@@ -438,12 +436,9 @@ class GPT(nn.Module):
                 raise ValueError(f"sequence of {start + T} tokens exceeds n_position={self.config.n_position}")
             pos = torch.arange(start, start + T, device=idx.device)
         else:
-            if pos.shape != idx.shape:
-                raise ValueError(f"position ids of shape {tuple(pos.shape)} for tokens of shape {tuple(idx.shape)}")
-            # checked on a whole pass or a prefill, not on every decoded token (a host sync each); generate
-            # checks the ids of the tokens it will decode before its loop
-            if start == 0 and check_pos:
-                check_position_ids(pos, self.config.n_position)
+            # the values checked on a whole pass or a prefill, not on every decoded token (a host sync each);
+            # generate checks the ids of the tokens it will decode before its loop
+            check_positions(idx, pos, self.config.n_position, values=start == 0 and check_pos)
         x = self.drop(self.wte(idx) + self.wpe(pos))
         window = self.config.attention_window
         mask = window_mask(pos.expand(B, T), self.is_global[idx], cache, window) if window else None
@@ -614,6 +609,15 @@ def repeat_rows(t: torch.Tensor, n: int, dim: int = 0) -> torch.Tensor:
     shape = list(t.shape)
     expanded = t.unsqueeze(dim + 1).expand(*shape[:dim + 1], n, *shape[dim + 1:])
     return expanded.reshape(*shape[:dim], shape[dim] * n, *shape[dim + 1:]).contiguous()
+
+
+def check_positions(idx: torch.Tensor, pos: torch.Tensor, n_position: int, *, values: bool):
+    """ValueError (one line) for position ids not shaped like the tokens idx, or (values: a read on the host)
+    outside the embedding table."""
+    if pos.shape != idx.shape:
+        raise ValueError(f"position ids of shape {tuple(pos.shape)} for tokens of shape {tuple(idx.shape)}")
+    if values:
+        check_position_ids(pos, n_position)
 
 
 def check_position_ids(pos: torch.Tensor, n_position: int):

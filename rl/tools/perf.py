@@ -477,7 +477,7 @@ def sweep_size(s: Sweep, prompts: int):
               precision=precision, graphs=graphs)
     s.row("sweep_step", prompts, lambda: sweep_steps(s, prompts, "auto", s.cuda, matmul=True), precision="auto",
           graphs=s.cuda, matmul_attention=True)
-    if s.cuda:  # torch.compile of every full pass (compiling takes tens of seconds on a CPU: CUDA only)
+    if s.cuda:  # torch.compile of every full pass (CUDA only: compiling took 20 s for a test model on 2 CPU cores)
         s.row("sweep_step", prompts, lambda: sweep_steps(s, prompts, "auto", True, matmul=True, compile=True),
               precision="auto", graphs=True, matmul_attention=True, compile=True)
 

@@ -192,7 +192,7 @@ def scarce_study() -> str:
 # the card whose runs the README shows (issue 33's targets name an H100; its runs are under "gpu-presets-h100")
 README_GPU = "NVIDIA H200"
 CHOICE_GPU = "NVIDIA H100 80GB HBM3"  # the card the GPU settings were chosen on: every candidate ran there
-# what each card's runs were made with beyond the card, the driver and torch (rl/tools/gpu_presets's footnote)
+# what each card's runs were made with beyond the card, the driver and torch (gpu_presets's footnote)
 GPU_NOTES = {
     "NVIDIA H200": "with Python's bytecode cached, as a pip install leaves it (results/gpu/session6/)",
     "NVIDIA H100 80GB HBM3": "before the bytecode cache was found (results/gpu/session5/): whether its torch had one "
