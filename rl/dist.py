@@ -152,6 +152,8 @@ def init(info: DistInfo, device: torch.device, backend: str) -> DistInfo:
 
 def any_rank(flag: bool, device) -> bool:
     """True on every rank if `flag` is True on any rank: how ranks agree to skip or to stop."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return bool(flag)  # one process: nothing to agree on, and no trip through the device
     return all_reduce_sum(torch.tensor([float(flag)], device=device)).item() > 0
 
 
@@ -161,10 +163,16 @@ def cleanup(info: DistInfo):
 
 
 def reduce_sums(values: dict, device) -> dict:
-    """Sum each named number over ranks in one all-reduce: {name: float or 0-d tensor} -> {name: float}."""
-    names = list(values)
-    flat = torch.tensor([float(values[k]) for k in names], dtype=torch.float64, device=device)
-    return dict(zip(names, all_reduce_sum(flat).tolist()))
+    """Sum each named number over ranks in one all-reduce: {name: float or one-element tensor} -> {name: float}.
+    One read from the device, whatever the number of tensors (float() of each would be a host sync each on CUDA);
+    the same float64 values as float() of each."""
+    on_host = [k for k in values if not torch.is_tensor(values[k])]
+    on_device = [k for k in values if torch.is_tensor(values[k])]
+    parts = [torch.tensor([float(values[k]) for k in on_host], dtype=torch.float64).to(device, non_blocking=True)]
+    if on_device:
+        parts.append(torch.stack([values[k].to(device, torch.float64).reshape(()) for k in on_device]))
+    sums = dict(zip(on_host + on_device, all_reduce_sum(torch.cat(parts)).tolist()))
+    return {k: sums[k] for k in values}
 
 
 def print0(*args, every_rank: bool = False, **kwargs):
@@ -185,6 +193,14 @@ def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
     if dist.is_available() and dist.is_initialized():
         dist.all_reduce(t, op=dist.ReduceOp.SUM)
     return t
+
+
+def sum_on_host(t: torch.Tensor, device) -> torch.Tensor:
+    """A tensor on the host summed over ranks (through `device`, where the backend needs it), back on the host;
+    one process: t itself, with no trip through the device."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return t
+    return all_reduce_sum(t.to(device)).cpu()
 
 
 def all_gather_rows(t: torch.Tensor) -> torch.Tensor:

@@ -181,9 +181,10 @@ class MathRLTrainer:
     def observe_outcomes(self, stats: RolloutStats):
         """Every rank's groups of this step, in rank order, into the problem sampler: every rank
         then holds the same selection state."""
-        # gathered before any rank updates: a state built from one rank's groups would differ per rank
-        keys, successes, pairs = (None if t is None else dist.all_gather_rows(t.to(self.info.device)).cpu().numpy()
-                                  for t in stats.outcomes())
+        # gathered before any rank updates: a state built from one rank's groups would differ per rank; one
+        # process's own groups are already on the host
+        gather = (lambda t: dist.all_gather_rows(t.to(self.info.device)).cpu()) if self.info.distributed else None
+        keys, successes, pairs = (None if t is None else (gather(t) if gather else t).numpy() for t in stats.outcomes())
         self.problem_sampler.observe(keys, successes, self.config.rl_rollout_size, pairs)
 
     # ---- 3. advantages ----------------------------------------------------------------------
@@ -227,7 +228,7 @@ class MathRLTrainer:
         penalty = kl_reward_penalty(logp, ref_logp, mask)
         kl = masked(compute_kl(logp, ref_logp, "k3"), mask).sum()  # train/kl is k3's value, whatever shapes the reward
         # not in place: `first` may be this very rollout, and the metrics and the baseline read its raw rewards
-        return batch.rewards - c.kl_coef * penalty, {"kl_sum": kl.item(), "kl_tokens": mask.sum().item()}
+        return batch.rewards - c.kl_coef * penalty, {"kl_sum": kl, "kl_tokens": mask.sum()}  # read with the metrics
 
     # ---- 4. update (rl/update.py, the loss from rl/objectives.py) -----------------------------
     def update(self, batch: Rollout, targets) -> dict:

@@ -100,7 +100,7 @@ class PolicyGradient:
 
     def targets(self, batch: Rollout, rewards: torch.Tensor, stats: dict) -> PolicyTargets:
         targets = PolicyTargets(self.advantages(rewards, stats))
-        stats["informative"] = int((targets.advantages != 0).sum())  # (N,): one advantage per answer
+        stats["informative"] = (targets.advantages != 0).sum()  # (N,): one advantage per answer; read with the metrics
         return targets
 
     def update_batch(self, batch: Rollout, targets: PolicyTargets, ref_model) -> UpdateBatch:
@@ -143,7 +143,7 @@ class PolicyGradient:
             loss = loss + out["kl_loss"]
             # what train/kl reports is always k3, whichever estimator the loss uses
             out["kl_sum"] = masked(compute_kl(logp.detach(), part.ref_logp, "k3"), part.mask).sum()
-        out.update(loss=loss, total=loss.item())  # total: a float, for the numerical guard
+        out.update(loss=loss, total=loss.detach())  # total: for the numerical guard, read with the gradient norms
         # only `loss` keeps its graph, for backward; the rest are statistics the updater sums as floats
         return {k: v.detach() if torch.is_tensor(v) and k != "loss" else v for k, v in out.items()}
 
@@ -209,7 +209,7 @@ class TokenCredit(PolicyGradient):
     def targets(self, batch: Rollout, rewards: torch.Tensor, stats: dict) -> PolicyTargets:
         correct = (batch.generated == batch.solutions).float()  # (N, A)
         targets = PolicyTargets(token_group_zscore(correct, self.config.rl_rollout_size))
-        stats["informative"] = int((targets.advantages != 0).any(dim=1).sum())  # answers with a token to learn
+        stats["informative"] = (targets.advantages != 0).any(dim=1).sum()  # answers with a token to learn
         return targets
 
 
@@ -255,7 +255,7 @@ class ActorCritic(PolicyGradient):
         mean, std = s["sum_a"] / n, math.sqrt(max(s["sum_a2"] / n - (s["sum_a"] / n) ** 2, 0.0))
         stats["explained_variance"] = explained_variance(s)
         advantages = whiten(advantages, mask, mean, std)
-        stats["informative"] = int((advantages != 0).any(dim=1).sum())
+        stats["informative"] = (advantages != 0).any(dim=1).sum()
         return PolicyTargets(advantages, returns=returns, old_values=values)  # old: the clipped value loss's anchor
 
     def loss(self, policy, part: UpdateBatch, norm: dict) -> dict:
@@ -269,7 +269,7 @@ class ActorCritic(PolicyGradient):
                                                      clip=c.value_clip, aggregation=c.loss_aggregation, **norm)
         out.update(value_loss=value_loss.detach(), **value_stats)
         out["loss"] = out["loss"] + value_loss  # unweighted: it reaches only the critic, with its own AdamW and clip
-        out["total"] = out["loss"].item()  # the guard checks both losses
+        out["total"] = out["loss"].detach()  # the guard checks both losses
         return out
 
     def metrics(self, s: dict, stats: dict, steps: float) -> dict:
@@ -344,11 +344,12 @@ class Preference:
         # 2023); the reference's log-probs were taken once per step (update_batch); pairs counted over all ranks
         loss, stats = dpo_loss(logp[:, 0], logp[:, 1], part.ref_logp[:, 0], part.ref_logp[:, 1], c.dpo_beta,
                                num_pairs=norm["num_sequences"])
-        if not part.mask.any():  # the empty stand-in of a rank with nothing to forward
-            # whose log-probs are all 0: a loss of log 2 and one pair counted. Zeroed by a product, so its
-            # backward still runs (DDP's all-reduce needs every rank) with gradient 0.
-            loss, stats = loss * 0.0, {k: v * 0.0 for k, v in stats.items()}
-        return dict(loss=loss, total=loss.item(), policy_loss=loss.detach(), **stats)
+        # The empty stand-in of a rank with nothing to forward has log-probs all 0: a loss of log 2 and one pair
+        # counted. Zeroed by a product (1 for real pairs: exactly as they were; no host sync to ask which), so its
+        # backward still runs (DDP's all-reduce needs every rank) with gradient 0.
+        real = part.mask.any().to(loss.dtype)
+        loss, stats = loss * real, {k: v * real for k, v in stats.items()}
+        return dict(loss=loss, total=loss.detach(), policy_loss=loss.detach(), **stats)
 
     def local_sums(self, stats: dict, update: dict) -> dict:
         return {"pairs_formed": stats["pairs"], "groups_paired": stats["groups_paired"],

@@ -122,6 +122,7 @@ class RolloutStats:
     estimated: int = 0  # how many drawn problems have one
     keys: list = field(default_factory=list)  # per round, (groups,) int64 pair keys
     successes: list = field(default_factory=list)  # per round, (groups,) answers exactly right of G
+    informative: list = field(default_factory=list)  # per round, (groups,) bool: its rewards are not all equal
     pairs: list = field(default_factory=list)  # per round, (groups, 2, W) uint8 operand digits (if read: reads_pairs)
     nonfinite: int = 0  # answers sampled from non-finite logits (weights that overflowed): noise, not the policy
 
@@ -164,9 +165,10 @@ class RolloutCollector:
         c, env, G = self.config, self.env, self.config.rl_rollout_size
         exclude = np.concatenate(stats.keys) if stats.keys else np.zeros(0, dtype=np.int64)
         a, b, selected, estimates = self.problem_sampler.draw(num_prompts, *rngs, exclude)
-        prompts, solutions = (t.to(self.info.device) for t in env.encode(a, b))
+        to_device = lambda t: t.to(self.info.device, non_blocking=True)  # host-made: a copy, not a sync, on CUDA
+        prompts, solutions = (to_device(t) for t in env.encode(a, b))
         pos = env.position_ids(num_prompts, positions_rng)  # None (draws nothing) for today's tasks
-        pos = None if pos is None else pos.to(self.info.device)
+        pos = None if pos is None else to_device(pos)
         t0 = dist.clock(self.info.device)
         generated, logp, entropy, nonfinite = self.model.generate(
             prompts, env.answer_len, temperature=c.rl_temperature, end_token=env.end_token, pad_token=env.pad_token,
@@ -176,20 +178,26 @@ class RolloutCollector:
         # (clone: an inference-mode tensor may not enter autograd)
         rollout = Rollout(prompts.repeat_interleave(G, dim=0), solutions.repeat_interleave(G, dim=0), generated.clone(),
                           logp.clone(), entropy.clone(),
-                          keys=torch.from_numpy(keys).repeat_interleave(G).to(self.info.device),
+                          keys=to_device(torch.from_numpy(keys).repeat_interleave(G)),
                           pos=None if pos is None else pos.repeat_interleave(G, dim=0))
         rollout.rewards, rollout.components = compute_rewards(self.reward_weights, env, rollout.solutions,
                                                               rollout.generated)
         right = exact_match(env, rollout.solutions, rollout.generated).view(-1, G).sum(dim=1)
+        # All the host needs of this round, read from the device at once (one host sync a round on CUDA): each
+        # group's answers right (the problem sampler's), whether its rewards differ (dynamic sampling keeps it),
+        # and how many answers met non-finite logits.
+        parts = (right.round(), ~group_all_equal(rollout.rewards, G), nonfinite.sum().view(1))
+        host = torch.cat([t.to(torch.int64) for t in parts]).cpu().numpy()
         stats.keys.append(keys)
         if self.problem_sampler.reads_pairs:  # digit arrays of one width (the step's): gathered across ranks as is
             stats.pairs.append(np.stack([a, b], axis=1))
-        stats.successes.append(right.round().to(torch.int64).cpu().numpy())
+        stats.successes.append(host[:num_prompts])
+        stats.informative.append(host[num_prompts:-1].astype(bool))
         stats.rollout_seconds += t1 - t0
         stats.reward_seconds += dist.clock(self.info.device) - t1
         stats.rounds += 1
         stats.answers += len(rollout)
-        stats.nonfinite += int(nonfinite.sum())  # one sync a round, as the successes above already take
+        stats.nonfinite += int(host[-1])
         stats.drawn += num_prompts
         stats.selected += int(selected.sum())
         stats.estimated += int(np.isfinite(estimates).sum())
@@ -211,8 +219,9 @@ class RolloutCollector:
         if c.dynamic_sampling:
             kept, num_sampled, num_kept = [], 0, 0
             while True:
-                informative = ~group_all_equal(batch.rewards, G)
-                kept.append(batch.select(informative.repeat_interleave(G)))
+                informative = stats.informative[-1]  # (groups,) bool, on the host: this round's groups to keep
+                rows = torch.from_numpy(np.flatnonzero(np.repeat(informative, G)))
+                kept.append(batch.select(rows.to(info.device, non_blocking=True)))
                 num_sampled, num_kept = num_sampled + len(informative), num_kept + int(informative.sum())
                 # a round that met non-finite logits ends the refills: the trainer skips this step anyway
                 if num_kept >= num_prompts or stats.rounds > c.dynamic_sampling_max_rounds or stats.nonfinite:

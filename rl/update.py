@@ -156,7 +156,7 @@ class UpdateBatch:
         return UpdateBatch(*(blank(f.name) for f in fields(self)))
 
 
-# loss_fn(part, norm) -> {"loss": tensor to backward, "total": its float, and stats to sum}
+# loss_fn(part, norm) -> {"loss": tensor to backward, "total": its value (detached), and stats to sum}
 LossFn = Callable[[UpdateBatch, dict], dict]
 
 
@@ -174,9 +174,14 @@ class Updater:
         for learner in learners:
             learner.optimizer.zero_grad(set_to_none=True)
         sums = self.no_step(learners, skipped=False)  # summed over micro-batches and optimizer steps
-        for order in self.minibatch_orders(step, len(data)):
-            for rows in torch.tensor_split(order, self.config.ppo_minibatches):  # a short batch need not divide
-                self.optimizer_step(learners, data, rows, loss_fn, sums, skip_zero)
+        on_device = {}  # the loss's statistics, summed as float64 tensors: read once, below, not once each
+        minibatches = [rows for order in self.minibatch_orders(step, len(data))  # a short batch need not divide
+                       for rows in torch.tensor_split(order, self.config.ppo_minibatches)]
+        for rows, counts, forwarded in zip(minibatches, *self.minibatch_counts(data, minibatches, skip_zero)):
+            self.optimizer_step(learners, data, (rows, forwarded), counts, loss_fn, (sums, on_device))
+        if on_device:
+            for k, v in zip(on_device, torch.stack(list(on_device.values())).tolist()):
+                sums[k] += v
         return sums
 
     @staticmethod
@@ -192,24 +197,37 @@ class Updater:
         # each rank shuffles its own rows, on the CPU and then moved, so the order is the same on any device;
         # a single minibatch takes every row whatever the order, so it is not shuffled
         shuffle = seeding.torch_generator(c.seed, self.info.rank, step, seeding.SHUFFLE, "cpu")
-        return [(torch.randperm(num_rows, generator=shuffle) if c.ppo_minibatches > 1 else torch.arange(num_rows))
-                .to(self.info.device) for _ in range(c.ppo_epochs)]
+        return [torch.randperm(num_rows, generator=shuffle) if c.ppo_minibatches > 1 else torch.arange(num_rows)
+                for _ in range(c.ppo_epochs)]
 
-    def optimizer_step(self, learners: list, data: UpdateBatch, rows: torch.Tensor, loss_fn: LossFn, sums: dict,
-                       skip_zero: bool):
-        """One optimizer step of every learner on `rows`, accumulated over rl_ga_steps micro-batches."""
-        info = self.info
-        # Normalisers count every row of the minibatch on every rank, forwarded or not.
-        counts = dist.reduce_sums({"tokens": data.mask[rows].sum(), "rows": len(rows)}, info.device)
+    def minibatch_counts(self, data: UpdateBatch, minibatches: list, skip_zero: bool):
+        """Each minibatch's normalisers, {tokens, rows} over all ranks (every row counted, forwarded or not), and
+        its rows this rank forwards: all of them, or (skip_zero) those with an advantage that is not 0, whose
+        policy loss and gradient are 0 (counted all the same, so dropping them leaves the update as it was).
+        From one read of the device and one all-reduce for all minibatches, not a host sync per optimizer step."""
+        per_row = [data.mask.flatten(1).sum(dim=1)]  # (N,) each row's answer tokens (a DPO row holds two answers)
+        if skip_zero:
+            nonzero = data.advantages != 0  # (N,) or (N, A): a row with any token's advantage
+            per_row.append(nonzero.any(dim=1) if nonzero.dim() == 2 else nonzero)
+        per_row = torch.stack([t.to(torch.int64) for t in per_row]).cpu()
+        local = torch.tensor([[float(per_row[0][rows].sum()), len(rows)] for rows in minibatches], dtype=torch.float64)
+        counts = [dict(tokens=t, rows=n) for t, n in dist.sum_on_host(local, self.info.device).tolist()]
+        forwarded = [rows[per_row[1][rows].bool()] if skip_zero else rows for rows in minibatches]
+        return counts, forwarded
+
+    def optimizer_step(self, learners: list, data: UpdateBatch, rows: tuple, counts: dict, loss_fn: LossFn,
+                       sums: tuple):
+        """One optimizer step of every learner on a minibatch, accumulated over rl_ga_steps micro-batches. rows:
+        the minibatch's and those this rank forwards, on the host; counts: its normalisers (minibatch_counts);
+        sums: the statistics known on the host (floats), and the loss's, summed on the device (float64 tensors)."""
+        info, (sums, on_device), (rows, forwarded) = self.info, sums, rows
         if counts["rows"] == 0:  # nothing to learn from on any rank (dynamic sampling kept nothing, no pairs)
             return
         # max_len: seq-mean-token-sum-norm's constant A (Dr. GRPO), not the longest answer in this batch
         norm = dict(num_tokens=counts["tokens"], num_sequences=counts["rows"], max_len=self.answer_len)
         sums["rows"] += len(rows)  # before skip_zero drops any: train/skipped_share's denominator
-        if skip_zero:  # counted above, so dropping them leaves the normalisers, and the update, as they were
-            nonzero = data.advantages[rows] != 0  # (n,) or (n, A): a row with any token's advantage
-            rows = rows[nonzero.any(dim=1) if nonzero.dim() == 2 else nonzero]
-        sums["forwarded"] += len(rows)
+        sums["forwarded"] += len(forwarded)
+        rows = forwarded.to(info.device, non_blocking=True)
         # Always rl_ga_steps chunks, some perhaps empty: every rank runs as many forwards and backwards,
         # so DDP's gradient all-reduces pair up across ranks.
         chunks, loss_sum = torch.tensor_split(rows, self.config.rl_ga_steps), 0.0
@@ -225,18 +243,24 @@ class Updater:
                 # DDP averages gradients over ranks; the loss is already normalised by global counts,
                 # so scale by world_size to turn that average into the sum.
                 (out.pop("loss") * info.world_size).backward()
-            loss_sum += out.pop("total")
-            for k, v in out.items():
-                sums[k] += float(v)
-        # summed over ranks: a non-finite loss on any one rank makes every rank skip the step
-        self.take_step(learners, dist.reduce_sums({"loss": loss_sum}, info.device)["loss"], sums)
+            loss_sum = loss_sum + out.pop("total").double()
+            for k, v in out.items():  # added in the order a float each would have been: the same sums
+                if torch.is_tensor(v):
+                    on_device[k] = on_device.get(k, 0.0) + v.double()
+                else:
+                    sums[k] += float(v)
+        self.take_step(learners, loss_sum, sums)
 
-    def take_step(self, learners: list, loss_sum: float, sums: dict):
-        """Clip, guard and step every learner, whatever the micro-batches accumulated."""
+    def take_step(self, learners: list, loss_sum: torch.Tensor, sums: dict):
+        """Clip, guard and step every learner, whatever the micro-batches accumulated (loss_sum: this rank's)."""
         # grad_clip=0 turns clipping off; the norm is still measured, for the guard and train/grad_norm
         max_norm = self.config.grad_clip if self.config.grad_clip > 0 else float("inf")
         # each learner's own norm and budget: the critic's gradients never shrink the policy's
-        norms = [torch.nn.utils.clip_grad_norm_(learner.module.parameters(), max_norm).item() for learner in learners]
+        norms = [torch.nn.utils.clip_grad_norm_(learner.module.parameters(), max_norm) for learner in learners]
+        # the loss summed over ranks (a non-finite loss on any rank makes every rank skip the step) and the norms,
+        # read from the device together: the step's one host sync, which the guard's branch needs
+        loss_sum, *norms = torch.cat([dist.all_reduce_sum(loss_sum.reshape(1)),
+                                      *(norm.double().reshape(1) for norm in norms)]).tolist()
         # Numerical guard: a non-finite loss (on any rank) or gradient norm (the same on every rank
         # after the gradient all-reduce) skips this update everywhere, so the weights and optimizer
         # state stay finite and no rank waits for another.

@@ -1,10 +1,15 @@
 """Shared by the tests: the real script in a subprocess, a trainer in-process, gradients at each
-optimizer step, and state comparison."""
+optimizer step, state comparison, and the host's reads of what the device computed (DeviceReads)."""
 
 import time
+import traceback
+import weakref
+from collections import Counter
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._pytree import tree_flatten
 
 from configs import get_config_class
 from rl.math_trainer import MathRLTrainer
@@ -132,3 +137,83 @@ def assert_grads_close(actual: list, expected: list, rtol=1e-4):
     for i, (a, e) in enumerate(zip(actual, expected)):
         err = (a - e).abs().max().item() / max(e.abs().max().item(), 1e-12)
         assert err <= rtol, f"parameter {i}: relative error {err:.2e}"
+
+
+class DeviceReads(TorchDispatchMode):
+    """Counts the host's reads of values the device computed, on any device (on CUDA each read is a host sync):
+    .item(), float(), int(), bool(), .tolist(), .numpy(), .cpu(), a boolean mask's index, an op whose output size
+    depends on values. A tensor is the device's when its storage was written by an op with a device input, the
+    given modules' parameters and buffers being the first, or when it was moved with .to(device): what CUDA would
+    hold. Host copies (.cpu()) are the host's again."""
+    READ_METHODS = ("item", "__float__", "__int__", "__bool__", "__index__", "tolist", "numpy")
+    SIZE_FROM_VALUES = ("nonzero", "masked_select", "unique", "_unique2", "unique_consecutive", "repeat_interleave")
+
+    def __init__(self, *modules):
+        super().__init__()
+        self.storages, self.sites = {}, Counter()
+        self.mark(t for m in modules for t in (*m.parameters(), *m.buffers()))
+
+    def mark(self, tensors):
+        for t in tensors:
+            s = t.untyped_storage()
+            self.storages[id(s)] = weakref.ref(s, lambda _, key=id(s): self.storages.pop(key, None))
+
+    def marked(self, t) -> bool:
+        s = t.untyped_storage()
+        ref = self.storages.get(id(s))
+        return ref is not None and ref() is s
+
+    def read(self, what):
+        frames = [f for f in traceback.extract_stack()[:-2] if "/rl/" in f.filename or "/model/" in f.filename]
+        where = f" at {'/'.join(frames[-1].filename.rsplit('/', 2)[-2:])}:{frames[-1].lineno}" if frames else ""
+        self.sites[what + where] += 1
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        flat = [t for t in tree_flatten((args, kwargs or {}))[0] if isinstance(t, torch.Tensor)]
+        from_device = any(self.marked(t) for t in flat)
+        name = func.overloadpacket.__name__
+        masks = args[1] if name in ("index", "index_put", "index_put_") else ()
+        if any(t is not None and t.dtype == torch.bool and self.marked(t) for t in masks):
+            self.read("a boolean mask's index")
+        elif from_device and name in self.SIZE_FROM_VALUES and func._overloadname != "self_int":  # int repeats: known
+            self.read(name)
+        out = func(*args, **(kwargs or {}))
+        if from_device:
+            self.mark(t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
+        return out
+
+    def __enter__(self):
+        originals = {m: getattr(torch.Tensor, m) for m in (*self.READ_METHODS, "cpu", "to")}
+        self.originals = originals
+
+        def reader(name):
+            def method(t, *args, **kwargs):
+                if self.marked(t):
+                    self.read(name)
+                return originals[name](t, *args, **kwargs)
+            return method
+
+        def cpu(t, *args, **kwargs):  # a host copy: the host's
+            if not self.marked(t):
+                return originals["cpu"](t, *args, **kwargs)
+            self.read("cpu")
+            with _disable_current_modes():
+                return t.detach().clone()
+
+        def to(t, *args, **kwargs):  # to a device: the device's (on the CPU, the same tensor: copied, then marked)
+            moved = originals["to"](t, *args, **kwargs)
+            if any(isinstance(a, (torch.device, str)) for a in (*args, kwargs.get("device"))) and not self.marked(t):
+                with _disable_current_modes():
+                    moved = moved.clone() if moved is t else moved
+                self.mark([moved])
+            return moved
+
+        for name in self.READ_METHODS:
+            setattr(torch.Tensor, name, reader(name))
+        torch.Tensor.cpu, torch.Tensor.to = cpu, to
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        for name, method in self.originals.items():
+            setattr(torch.Tensor, name, method)
+        return super().__exit__(*exc)

@@ -1,5 +1,6 @@
-"""How the model runs on a device (issue 33): the sampling draw without host syncs, precision, CUDA-graph
-decoding, the stage clocks and RL's early stop on a validation target. The CUDA tests skip without CUDA.
+"""How the model runs on a device (issue 33): the sampling draw without host syncs, an RL step's few reads of the
+device, precision, CUDA-graph decoding, the stage clocks and RL's early stop on a validation target. The CUDA tests
+skip without CUDA.
 Run: python -m pytest tests/test_precision.py"""
 
 import json
@@ -8,12 +9,12 @@ import math
 import pytest
 import torch
 
-from helpers import TINY_ARGS, make_trainer, run
+from helpers import TINY_ARGS, DeviceReads, make_trainer, run
 from model.gpt import GPT, GPTConfig, attention, autocast_dtype_for, draw, matmul_attention, repeat_rows
 from torch.nn import functional as F
 from rl.algorithms import answer_mask, policy_logprobs
 from rl import rl_ddp
-from rl.dist import DistInfo
+from rl.dist import DistInfo, reduce_sums
 from rl.run_dir import read_metrics
 from rl.tools.results import gpu
 
@@ -76,6 +77,49 @@ def test_stage_shares_add_up_to_one():
         shares = [m[f"perf/{k}_share"] for k in ("rollout", "reward", "update", "other")]
         assert all(0 <= s <= 1 for s in shares) and math.isclose(sum(shares), 1.0, abs_tol=1e-9)
         assert shares[0] > 0 and shares[2] > 0  # sampling and the update take real time
+
+
+# ---- an RL step reads the device a few times, not once a number (on CUDA each read is a host sync) --------
+def test_device_reads_counts_the_reads_of_what_the_device_computed():
+    model = torch.nn.Linear(3, 2)
+    with DeviceReads(model) as reads:
+        y = model(torch.randn(4, 3)).detach()
+        y.sum().item(), float(y[0, 0]), bool(y[0, 0] > 0), y.tolist(), y[y > 0]  # five reads
+        y.cpu().tolist()  # one: the copy is the host's
+        host = torch.arange(4)
+        host.sum().item(), host.tolist(), host[host > 1]  # none: made on the host
+        host.to("cpu").tolist()  # one: moved to the device first
+    assert sum(reads.sites.values()) == 7, dict(reads.sites)
+
+
+def test_reduce_sums_reads_the_device_once_and_gives_each_numbers_float():
+    with DeviceReads() as reads:
+        values = {"a": torch.tensor(0.1).to("cpu"), "n": 3, "b": torch.tensor([5]).to("cpu"), "x": 2.5,
+                  "c": torch.tensor(True).to("cpu")}
+        sums = reduce_sums(values, torch.device("cpu"))
+    assert sums == {k: float(v) for k, v in values.items()} and list(sums) == list(values)
+    assert sum(reads.sites.values()) == 1, dict(reads.sites)
+
+
+@pytest.mark.parametrize("overrides, once_a_step", [
+    (dict(), 4),  # the adder: problem replay, and dynamic sampling's refill round
+    (dict(config_name="MultiplierRLConfig"), 4),
+    (dict(rl_algorithm="ppo_critic"), 5),  # and GAE's whitening, over all ranks
+    (dict(rl_algorithm="dpo"), 5),  # and the rewards, which pair answers on the host
+])
+def test_an_rl_step_reads_the_device_once_a_round_and_once_an_optimizer_step(overrides, once_a_step):
+    # Each sampling round reads its groups' outcomes once (the problem sampler's, dynamic sampling's), each optimizer
+    # step its loss and gradient norms once (the numerical guard's branch), and the step four times: the rewards'
+    # statistics, the update's normalisers, the update's statistics and the metrics. (The adder's step read 64 times.)
+    trainer = make_trainer(**overrides)
+    trainer.train_step()  # the first step makes the critic and the reference
+    modules = [trainer.model, *(learner.module for learner in trainer.learners)]
+    with DeviceReads(*modules, *([trainer.ref_model] if trainer.ref_model is not None else [])) as reads:
+        m = trainer.train_step()
+    c = trainer.config
+    assert m["train/batch_answers"] > 0 and m["train/skipped_steps"] == 0  # (it trained: every optimizer step ran)
+    expected = m["train/sampling_rounds"] + c.ppo_epochs * c.ppo_minibatches + once_a_step
+    assert sum(reads.sites.values()) == expected, dict(reads.sites)
 
 
 def test_no_gpu_fields_without_cuda():
