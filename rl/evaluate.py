@@ -138,7 +138,9 @@ def evaluate(model, env: MathEnvironment, a, b, info: dist.DistInfo, *, batch_si
         generated, nonfinite = model.generate(prompts.to(info.device), env.answer_len, greedy=True,
                                               end_token=env.end_token, pad_token=env.pad_token, with_nonfinite=True,
                                               pos=eval_position_ids(env, len(prompts), info.device))
-        generated = generated.cpu()
+        # one read of the device a batch: the answers, and whether each met non-finite logits
+        generated, nonfinite = torch.cat([generated, nonfinite[:, None].to(generated.dtype)], dim=1).cpu().split(
+            [env.answer_len, 1], dim=1)
         exact = exact_match(env, targets, generated)
         counts += torch.tensor([exact.sum().item(), digit_match(env, targets, generated).sum().item(),
                                 steps_match(env, targets, generated).sum().item(), len(exact),
@@ -147,7 +149,7 @@ def evaluate(model, env: MathEnvironment, a, b, info: dist.DistInfo, *, batch_si
         for j in torch.nonzero(exact == 0).flatten().tolist()[: num_mistakes - len(mistakes)]:
             mistakes.append(env.describe_mistake(operand(a, i + j), operand(b, i + j), generated[j]))
     model.train(was_training)
-    counts = dist.all_reduce_sum(counts.to(info.device)).tolist()
+    counts = dist.sum_on_host(counts, info.device).tolist()
     exact, right_digits, steps, n, nonfinite, wrong_ends, *wrong_at = counts
     if nonfinite:  # the same sum on every rank: every rank raises
         raise TrainingError(f"non-finite logits in greedy evaluation on the {split} split ({nonfinite:.0f} of {n:.0f} "

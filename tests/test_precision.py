@@ -15,6 +15,7 @@ from torch.nn import functional as F
 from rl.algorithms import answer_mask, policy_logprobs
 from rl import rl_ddp
 from rl.dist import DistInfo, reduce_sums
+from rl.evaluate import evaluate
 from rl.run_dir import read_metrics
 from rl.tools.results import gpu
 
@@ -120,6 +121,14 @@ def test_an_rl_step_reads_the_device_once_a_round_and_once_an_optimizer_step(ove
     assert m["train/batch_answers"] > 0 and m["train/skipped_steps"] == 0  # (it trained: every optimizer step ran)
     expected = m["train/sampling_rounds"] + c.ppo_epochs * c.ppo_minibatches + once_a_step
     assert sum(reads.sites.values()) == expected, dict(reads.sites)
+
+
+def test_an_evaluation_reads_the_device_once_a_batch():
+    trainer = make_trainer()
+    a, b = trainer.env.eval_operands(200, "validation")
+    with DeviceReads(trainer.model) as reads:
+        result = evaluate(trainer.model, trainer.env, a, b, trainer.info, batch_size=64, split="validation")
+    assert result.num_problems == 200 and sum(reads.sites.values()) == 4, dict(reads.sites)  # 4 batches
 
 
 def test_no_gpu_fields_without_cuda():
