@@ -429,16 +429,17 @@ def portable(state: dict) -> dict:
                                       for group in state["param_groups"]]}
 
 
-def teacher_forced_step(policy, env: MathEnvironment, optimizer, a, b, device, *, grad_clip: float = 0.0, rng=None):
+def teacher_forced_step(policy, env: MathEnvironment, optimizer, a, b, device, *, grad_clip: float = 0.0, rng=None,
+                        graphed=None):
     """One optimizer step on supervised_loss of the problems (a, b) (position offsets drawn from rng), the
     gradient's norm clipped to grad_clip (0: not clipped); returns the loss. The one supervised step of the
     project: the warm start, the benchmark's matched-compute baseline, the answer-format curves and the tests use it.
-    An optimizer that carries a GraphedStep (`graphed`, set by the warm start under sft_cuda_graphs) replays it."""
-    graphed = getattr(optimizer, "graphed", None)
+    graphed: a GraphedStep of this optimizer (the warm start's under sft_cuda_graphs), which takes the step instead."""
+    batch = supervised_batch(env, a, b, device, rng)
     if graphed is not None:
-        return graphed(policy, supervised_batch(env, a, b, device, rng), env.prompt_len)
+        return graphed(policy, batch, env.prompt_len)
     optimizer.zero_grad(set_to_none=True)
-    return backward_and_step(policy, supervised_batch(env, a, b, device, rng), env.prompt_len, optimizer, grad_clip)
+    return backward_and_step(policy, batch, env.prompt_len, optimizer, grad_clip)
 
 
 def backward_and_step(policy, batch: tuple, prompt_len: int, optimizer, grad_clip: float) -> torch.Tensor:
@@ -502,8 +503,9 @@ class GraphedStep:
         return self.loss
 
 
-def supervised_step(policy, env: MathEnvironment, optimizer, config, info: dist.DistInfo, step: int):
-    """One teacher-forced step on this rank's share of the step's training problems; returns the loss."""
+def supervised_step(policy, env: MathEnvironment, optimizer, config, info: dist.DistInfo, step: int, *, graphed=None):
+    """One teacher-forced step on this rank's share of the step's training problems (graphed: teacher_forced_step's);
+    returns the loss."""
     seed = warm_start_seed(config)
     if config.dropout:  # (torch.manual_seed reseeds every CUDA device too: 1.5 ms a step on an H200's host)
         seeding.seed_dropout(seed, info.rank, step)
@@ -511,7 +513,8 @@ def supervised_step(policy, env: MathEnvironment, optimizer, config, info: dist.
     problems = seeding.numpy_rng(seed, info.rank, step, seeding.SFT_PROBLEMS)
     a, b = training_pairs(config, env, config.sft_batch_size // info.world_size, problems)
     positions = seeding.numpy_rng(seed, info.rank, step, seeding.POSITIONS)  # nothing drawn for today's tasks
-    return teacher_forced_step(policy, env, optimizer, a, b, info.device, grad_clip=config.grad_clip, rng=positions)
+    return teacher_forced_step(policy, env, optimizer, a, b, info.device, grad_clip=config.grad_clip, rng=positions,
+                               graphed=graphed)
 
 
 def warm_start_schedule(optimizer, c, warmup: int, total: int) -> torch.optim.lr_scheduler.LambdaLR:
@@ -540,8 +543,7 @@ def train_warm_start(config, env: MathEnvironment, policy, info: dist.DistInfo,
     progress is saved then, and continued by the next call with the same settings)."""
     c, model = config, dist.unwrap(policy)
     optimizer, scheduler, state, t0, save = start_phase(c, model, info, max(c.sft_warmup_steps, 1), c.sft_max_steps)
-    if graphs_apply(c, env, info):
-        optimizer.graphed = GraphedStep(optimizer, c.grad_clip)
+    graphed = GraphedStep(optimizer, c.grad_clip) if graphs_apply(c, env, info) else None
     # checked at one width, the range's longest, whatever width the training steps set (rl/long_env.py)
     val_env = copy.copy(env)
     val_a, val_b = val_env.eval_operands(c.sft_num_eval, "validation")
@@ -555,7 +557,8 @@ def train_warm_start(config, env: MathEnvironment, policy, info: dist.DistInfo,
     plain = env.unpadded() if c.sft_first_pad_from else env  # (the steps' layouts until padding begins)
     model.train()
     while state["step"] < c.sft_max_steps:
-        loss = supervised_step(policy, step_env(c, env, plain, state), optimizer, c, info, state["step"])
+        loss = supervised_step(policy, step_env(c, env, plain, state), optimizer, c, info, state["step"],
+                               graphed=graphed)
         scheduler.step()
         state["step"] += 1
         step = state["step"]

@@ -193,7 +193,7 @@ def padded_phase_run(out_dir, monkeypatch, stop_after=None, spy=None, **change):
     steps = [] if spy is None else spy
     # the module's own functions, not an earlier call's spies (which would count each step again)
     real_step, real_tf = (getattr(f, "real", f) for f in (warm_start.supervised_step, warm_start.teacher_forced_step))
-    spy_step = lambda *a: steps.append([a[-1]]) or real_step(*a)
+    spy_step = lambda *a, **kw: steps.append([a[-1]]) or real_step(*a, **kw)
     spy_tf = lambda policy, env, *a, **kw: (steps[-1].extend([env.number_width, env.width])
                                             or real_tf(policy, env, *a, **kw))
     spy_step.real, spy_tf.real = real_step, real_tf

@@ -337,16 +337,17 @@ def test_a_graphed_warm_start_step_trains_as_its_eager_steps():
     schedules = [LambdaLR(o, lambda k: min(1.0, (k + 1) / 4)) for o in optimizers]
     eager = GraphedStep(optimizers[0], grad_clip=1.0)
     eager.WARMUP = 10 ** 9  # every step eager: the same AdamW (capturable, rates in tensors), never captured
-    optimizers[1].graphed = GraphedStep(optimizers[1], grad_clip=1.0)
+    graphed = GraphedStep(optimizers[1], grad_clip=1.0)
     rng = np.random.default_rng(0)
     for step in range(7):
         a, b = env.sample_operands(32, rng)
         expected = eager(eager_model, supervised_batch(env, a, b, "cuda"), env.prompt_len).item()
-        loss = teacher_forced_step(graphed_model, env, optimizers[1], a, b, "cuda", grad_clip=1.0).item()
+        loss = teacher_forced_step(graphed_model, env, optimizers[1], a, b, "cuda", grad_clip=1.0,
+                                   graphed=graphed).item()
         assert loss == pytest.approx(expected, rel=1e-5), step
         for schedule in schedules:
             schedule.step()
-    assert optimizers[1].graphed.graph is not None and optimizers[1].graphed.calls == 7
+    assert graphed.graph is not None and graphed.calls == 7
     assert optimizers[1].param_groups[0]["lr"].item() == pytest.approx(1e-3)  # the schedule's rate reached the graph
     for (name, p), q in zip(eager_model.named_parameters(), graphed_model.parameters()):
         assert torch.allclose(p, q, atol=1e-6), name

@@ -180,7 +180,7 @@ def test_every_warm_start_setting_changes_its_weights_or_is_refused(tmp_path, mo
     assert sorted([*WARM_OPTIONS, *WARM_RUN_SETTINGS, *WARM_PADDED_OPTIONS]) == sorted([*WARM_START_FIELDS, "dropout"])
     steps = []
     real_step = warm_start.supervised_step
-    monkeypatch.setattr(warm_start, "supervised_step", lambda *a: steps.append(a[-1]) or real_step(*a))
+    monkeypatch.setattr(warm_start, "supervised_step", lambda *a, **kw: steps.append(a[-1]) or real_step(*a, **kw))
     # the accuracy a check on len(a) problems would see after the steps taken: tenths, rounded down
     monkeypatch.setattr(warm_start, "evaluate", lambda model, env, a, b, info, **kw: SimpleNamespace(
         accuracy=len(a) * min(len(steps), 10) // 10 / len(a)))

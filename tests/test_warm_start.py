@@ -43,7 +43,7 @@ def test_the_stopping_rule_checks_every_step_from_half_the_target(tmp_path, monk
     trainer = make_trainer(out_dir=str(tmp_path), **config)
     calls = []
     real_step = warm_start.supervised_step
-    monkeypatch.setattr(warm_start, "supervised_step", lambda *a: calls.append(a[-1]) or real_step(*a))
+    monkeypatch.setattr(warm_start, "supervised_step", lambda *a, **kw: calls.append(a[-1]) or real_step(*a, **kw))
     init_policy(trainer.config, trainer.env, trainer.model, DistInfo())
     # checks after steps 4 (0.1), 8 (0.3 >= 0.25: every step from here), 9 (0.35), 10 (0.45), 11 (0.6): stop
     assert len(steps) == 5 and calls == list(range(11))
@@ -110,9 +110,9 @@ def test_a_warm_start_stopped_after_any_step_continues_to_the_same_step_and_weig
     done, checks = {"steps": 0}, []
     real_step = warm_start.supervised_step
 
-    def counting_step(*args):
+    def counting_step(*args, **kwargs):
         done["steps"] = args[-1] + 1
-        return real_step(*args)
+        return real_step(*args, **kwargs)
     monkeypatch.setattr(warm_start, "supervised_step", counting_step)
     monkeypatch.setattr(warm_start, "evaluate", lambda *a, **kw: checks.append(done["steps"]) or
                         EvalResult(accuracy.get(done["steps"], 0.1), 0.0, None, 20, "validation"))
@@ -142,8 +142,8 @@ def test_the_warm_start_learning_rate_warms_up_linearly_over_sft_warmup_steps(tm
     """Step s (0-based) trains at sft_learning_rate * min(1, (s + 1) / sft_warmup_steps)."""
     lrs = []
     real_step = warm_start.supervised_step
-    monkeypatch.setattr(warm_start, "supervised_step", lambda policy, env, optimizer, *a: lrs.append(
-        optimizer.param_groups[0]["lr"]) or real_step(policy, env, optimizer, *a))
+    monkeypatch.setattr(warm_start, "supervised_step", lambda policy, env, optimizer, *a, **kw: lrs.append(
+        optimizer.param_groups[0]["lr"]) or real_step(policy, env, optimizer, *a, **kw))
     trainer = make_trainer(out_dir=str(tmp_path), **dict(SFT, sft_max_steps=6, sft_warmup_steps=4,
                                                           sft_learning_rate=1e-3))
     init_policy(trainer.config, trainer.env, trainer.model, DistInfo())
@@ -263,16 +263,39 @@ def test_graphed_steps_apply_only_on_one_cuda_device_without_dropout_at_one_widt
         make_config(init_from="scratch", sft_cuda_graphs=True)
 
 
-def test_a_step_with_a_graphed_optimizer_replays_it_and_takes_no_eager_step():
-    """teacher_forced_step hands the batch of (a, b) to the optimizer's GraphedStep, and steps nothing itself."""
+def test_the_warm_start_takes_every_step_through_its_graphed_step_where_graphs_apply(tmp_path, monkeypatch):
+    """Where graphs_apply says so, train_warm_start makes one GraphedStep of its AdamW and every step replays it
+    (here a stand-in that takes the eager step: nothing is captured off CUDA); elsewhere none is made."""
+    made, calls = [], []
+
+    class StandIn:
+        def __init__(self, optimizer, grad_clip):
+            made.append((optimizer, grad_clip))
+
+        def __call__(self, policy, batch, prompt_len):
+            calls.append(prompt_len)
+            made[0][0].zero_grad(set_to_none=True)
+            return warm_start.backward_and_step(policy, batch, prompt_len, made[0][0], made[0][1])
+
+    monkeypatch.setattr(warm_start, "GraphedStep", StandIn)
+    for applies in (False, True):
+        monkeypatch.setattr(warm_start, "graphs_apply", lambda c, env, info: applies)
+        trainer = make_trainer(out_dir=str(tmp_path / str(applies)), **dict(SFT, sft_max_steps=5))
+        init_policy(trainer.config, trainer.env, trainer.model, DistInfo())
+        assert len(made) == int(applies) and len(calls) == 5 * int(applies)
+    assert made[0][1] == trainer.config.grad_clip and calls == [trainer.env.prompt_len] * 5
+
+
+def test_a_step_with_a_graphed_step_replays_it_and_takes_no_eager_step():
+    """teacher_forced_step hands the batch of (a, b) to the GraphedStep it is given, and steps nothing itself."""
     trainer = make_trainer()
     model, env = trainer.model, trainer.env
     optimizer = model.configure_optimizer(lr=1e-2, weight_decay=0.0, betas=(0.9, 0.99))
     seen = []
-    optimizer.graphed = lambda policy, batch, prompt_len: seen.append((policy, batch, prompt_len)) or torch.tensor(0.5)
+    graphed = lambda policy, batch, prompt_len: seen.append((policy, batch, prompt_len)) or torch.tensor(0.5)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     a, b = env.sample_operands(7, np.random.default_rng(0))
-    loss = warm_start.teacher_forced_step(model, env, optimizer, a, b, "cpu", grad_clip=1.0)
+    loss = warm_start.teacher_forced_step(model, env, optimizer, a, b, "cpu", grad_clip=1.0, graphed=graphed)
     assert loss.item() == 0.5 and len(seen) == 1
     policy, (sequences, answers, pos), prompt_len = seen[0]
     prompts, expected = env.encode(a, b)
