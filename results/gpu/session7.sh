@@ -4,8 +4,9 @@
 # on seeds 1337, 0 and 1 with Python's bytecode cached (as results/gpu/session6.sh caches it), the RL step's
 # reads of the device before and after (session7_probe.py; the tree before, e5829fa, carried as .old_tree:
 #   mkdir .old_tree && git archive e5829fa rl model configs | tar -x -C .old_tree), the adder's run with graphed
-# warm-start steps under cProfile (its checks against its steps), then the sweep.
-#   bash results/gpu/session7.sh          # about 8-9 minutes on an H200
+# warm-start steps under cProfile (its checks against its steps), one candidate setting on validation (seed 0),
+# then the sweep.
+#   bash results/gpu/session7.sh          # about 9 minutes on an H200 (run it with timeout_s=590)
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 unset PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX=/tmp/pycache
@@ -39,6 +40,12 @@ timeout 60 python3 -m cProfile -o /tmp/adder.prof rl/rl_ddp.py --config_name Add
 python3 -c "import pstats; p = pstats.Stats('/tmp/adder.prof'); p.sort_stats('cumulative').print_stats(60)" \
   > $W/profile-adder-prof.txt 2>&1; grep -E "supervised_step|evaluate\)|train_warm_start" $W/profile-adder-prof.txt
 save
+# A candidate, for validation only (seed 0): DAPO's two minibatches are two launch-bound optimizer steps a step (the
+# update at 64 prompts took 12 ms, the bare forward + backward + AdamW of the whole batch 5.5 ms): one minibatch
+timeout 60 python3 -m rl.tools.benchmark --results $G --seeds 0 --configs AdderRLConfig --set rl_ga_steps=1 \
+  eval_interval=2 eval_batch_size=1000 rl_train_steps=600 rl_target_accuracy=0.995 matmul_attention=true \
+  sft_target_accuracy=0.9 sft_batch_size=512 sft_learning_rate=2e-3 sft_max_steps=1500 sft_cuda_graphs=true \
+  ppo_minibatches=1 > $W/candidate-adder.log 2>&1; tail -2 $W/candidate-adder.log | cut -c1-300; save
 # the sweep at 4,096 prompts again: now with the compile's seconds (first_call_seconds, warmup_seconds)
 timeout 150 python3 -m rl.tools.perf --device cuda --sizes 4096 --reps 5 --budget 2 \
   --out results/$G/perf-AdderRLConfig-compile-time.json > $W/perf.jsonl 2>&1; tail -4 $W/perf.jsonl | cut -c1-300
