@@ -243,7 +243,7 @@ class Updater:
                 # DDP averages gradients over ranks; the loss is already normalised by global counts,
                 # so scale by world_size to turn that average into the sum.
                 (out.pop("loss") * info.world_size).backward()
-            loss_sum = loss_sum + out.pop("total").double()
+            loss_sum = loss_sum + torch.as_tensor(out.pop("total"), dtype=torch.float64)  # (a float is read too)
             for k, v in out.items():  # added in the order a float each would have been: the same sums
                 if torch.is_tensor(v):
                     on_device[k] = on_device.get(k, 0.0) + v.double()

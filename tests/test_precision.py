@@ -123,6 +123,16 @@ def test_an_rl_step_reads_the_device_once_a_round_and_once_an_optimizer_step(ove
     assert sum(reads.sites.values()) == expected, dict(reads.sites)
 
 
+def test_a_loss_whose_total_is_a_float_takes_the_same_step():
+    # the loss's "total" (the guard's) may be a detached tensor, read with the gradient norms, or a float already read
+    trainers = [make_trainer() for _ in range(2)]
+    loss = trainers[1].objective.loss
+    trainers[1].objective.loss = lambda *a: {**(out := loss(*a)), "total": float(out["total"])}
+    metrics = [t.train_step() for t in trainers]
+    assert metrics[0]["train/policy_loss"] == metrics[1]["train/policy_loss"] != 0
+    assert all(torch.equal(p, q) for p, q in zip(trainers[0].model.parameters(), trainers[1].model.parameters()))
+
+
 def test_an_evaluation_reads_the_device_once_a_batch():
     trainer = make_trainer()
     a, b = trainer.env.eval_operands(200, "validation")
