@@ -144,7 +144,7 @@ class PolicyGradient:
             # what train/kl reports is always k3, whichever estimator the loss uses
             out["kl_sum"] = masked(compute_kl(logp.detach(), part.ref_logp, "k3"), part.mask).sum()
         out.update(loss=loss, total=loss.detach())  # total: for the numerical guard, read with the gradient norms
-        # only `loss` keeps its graph, for backward; the rest are statistics the updater sums as floats
+        # only `loss` keeps its graph, for backward; the rest are statistics the updater sums (on the device)
         return {k: v.detach() if torch.is_tensor(v) and k != "loss" else v for k, v in out.items()}
 
     def local_sums(self, stats: dict, update: dict) -> dict:

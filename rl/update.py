@@ -8,6 +8,8 @@ One optimizer step, on every rank:
   2. Forward and backward rl_ga_steps micro-batches; DDP averages gradients on the last one only.
   3. Clip each learner's global gradient norm to grad_clip; if the loss or a norm is not finite on
      any rank, skip the step everywhere (the numerical guard); else AdamW steps.
+The host reads the device once for every minibatch's counts, once an optimizer step (the guard's loss and
+norms) and once for the statistics at the end: on CUDA each read is a host sync.
 The schedule (linear warmup, cosine decay: `lr_lambda`) follows RL steps, one `schedule` a step.
 
 ScheduleSettings: the settings of RL's optimizer steps (how many, in how many micro-batches, AdamW and its
