@@ -27,6 +27,7 @@ SamplerSettings: which sampler, the settings each one owns, and what each needs 
 """
 
 from collections import OrderedDict
+from itertools import islice
 from dataclasses import dataclass
 
 import numpy as np
@@ -274,14 +275,20 @@ class ReplaySampler:
         self.widths = {}  # key -> the longer operand's length (many lengths only)
 
     def draw(self, n: int, problems_rng, selection_rng, exclude: np.ndarray):
-        excluded = set(exclude.tolist())
-        fits = (lambda k: self.widths[k] == self.env.number_width) if self.reads_pairs else (lambda k: True)
-        candidates = np.fromiter((k for k in self.buffer if k not in excluded and fits(k)), dtype=np.int64)
+        # the buffer's keys, oldest first, without those drawn before in this step (and, for many lengths, those
+        # of another width): array operations, not a Python test per key (thousands at 4,096 prompts a step)
+        keys = np.fromiter(self.buffer, dtype=np.int64, count=len(self.buffer))
+        keep = ~np.isin(keys, exclude)
+        if self.reads_pairs:
+            widths = np.fromiter(map(self.widths.__getitem__, self.buffer), dtype=np.int64, count=len(keys))
+            keep &= widths == self.env.number_width
+        candidates = keys[keep]
         take = min(int(round(self.share * n)), len(candidates))
         chosen = selection_rng.choice(candidates, size=take, replace=False) if take else candidates[:0]
         a_old, b_old = self.chosen_operands(chosen)
         a_new, b_new = self.env.sample_operands(n - take, problems_rng)
-        estimates = np.array([self.buffer[k] for k in chosen.tolist()] + [np.nan] * (n - take))
+        estimates = np.concatenate([np.fromiter(map(self.buffer.__getitem__, chosen.tolist()), np.float64, take),
+                                    np.full(n - take, np.nan)])
         selected = np.arange(n) < take
         return np.concatenate([a_old, a_new]), np.concatenate([b_old, b_new]), selected, estimates
 
@@ -299,22 +306,28 @@ class ReplaySampler:
 
     def observe(self, keys, successes, G: int, pairs=None):
         keys, successes, pairs = training_only(self.env, keys, successes, pairs)
-        for i, (key, k) in enumerate(zip(keys.tolist(), successes.tolist())):
-            if k == G:
-                self.forget(key)
+        buffer, forget = self.buffer, self.forget
+        # in order, one group after another (a key may come twice in a step); the rates as k / G
+        all_right, rates = (successes == G).tolist(), (successes / G).tolist()
+        for i, (key, solved, rate) in enumerate(zip(keys.tolist(), all_right, rates)):
+            if solved:
+                forget(key)
             else:
-                self.buffer[key] = k / G  # a key already in keeps its place: age counts from entry
+                buffer[key] = rate  # a key already in keeps its place: age counts from entry
                 if self.reads_pairs:
                     self.remember(key, at_width(pairs[i], self.env.hi))
-        while len(self.buffer) > self.capacity:
-            self.forget(next(iter(self.buffer)))
+        excess = len(buffer) - self.capacity
+        if excess > 0:  # the oldest leave first (thousands at once, at 4,096 prompts a step)
+            for key in list(islice(buffer, excess)):
+                forget(key)
 
     def remember(self, key: int, operands: np.ndarray):
         self.operands[key], self.widths[key] = operands, int(number_lengths(operands).max())
 
     def forget(self, key: int):
-        for entries in (self.buffer, self.operands, self.widths):
-            entries.pop(key, None)
+        self.buffer.pop(key, None)
+        if self.reads_pairs:
+            self.operands.pop(key, None), self.widths.pop(key, None)
 
     def state_dict(self) -> dict:
         state = {"keys": torch.tensor(list(self.buffer), dtype=torch.int64),
