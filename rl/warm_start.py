@@ -470,6 +470,12 @@ class GraphedStep:
             group["capturable"] = True
             group["lr"] = torch.tensor(float(group["lr"]), device=group["params"][0].device)
             self.lrs.append(group["lr"])
+            # A continued warm start loaded its AdamW (capturable off) with the step counts on the host, where a
+            # capturable AdamW refuses them: each goes to its parameter's device.
+            for p in group["params"]:
+                state = optimizer.state.get(p, {})
+                if torch.is_tensor(state.get("step")):
+                    state["step"] = state["step"].to(p.device)
 
     def __call__(self, policy, batch: tuple, prompt_len: int) -> torch.Tensor:
         for group, lr in zip(self.optimizer.param_groups, self.lrs):

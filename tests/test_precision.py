@@ -365,6 +365,26 @@ def test_a_graphed_warm_start_step_trains_as_its_eager_steps():
 
 
 @cuda
+def test_a_graphed_step_continues_from_a_loaded_adamw():
+    """A continued warm start: AdamW loaded from a progress file (its step counts on the host), then graphed."""
+    import numpy as np
+    from rl.warm_start import GraphedStep, portable, supervised_batch, teacher_forced_step
+    trainer = make_trainer(device="cuda", info=DistInfo(device=torch.device("cuda", 0)))
+    env, model = trainer.env, trainer.model.train()
+    adamw = lambda: model.configure_optimizer(lr=1e-3, weight_decay=0.01, betas=(0.9, 0.99))
+    first, rng = adamw(), np.random.default_rng(0)
+    for _ in range(2):
+        teacher_forced_step(model, env, first, *env.sample_operands(32, rng), "cuda", grad_clip=1.0)
+    loaded = adamw()
+    loaded.load_state_dict(portable(first.state_dict()))
+    graphed = GraphedStep(loaded, grad_clip=1.0)
+    losses = [graphed(model, supervised_batch(env, *env.sample_operands(32, rng), "cuda"), env.prompt_len).item()
+              for _ in range(GraphedStep.WARMUP + 3)]
+    assert graphed.graph is not None and all(math.isfinite(x) for x in losses)
+    assert all(loaded.state[p]["step"].item() == 2 + len(losses) for p in model.parameters())
+
+
+@cuda
 def test_a_run_with_graphed_warm_start_steps(tmp_path):
     proc = run(["--config_name", "AdderRLConfig", "--debug", "--no_wandb", "--device=cuda", "--sft_cuda_graphs=true",
                 f"--out_dir={tmp_path}"])

@@ -323,6 +323,24 @@ def test_progress_saves_the_optimizer_as_any_device_loads_it():
     assert [g["lr"] for g in plain.param_groups] == [pytest.approx(3e-3, rel=1e-7)] * 2
 
 
+def test_a_continued_warm_starts_graphed_step_keeps_adamws_step_counts_on_the_device():
+    """A continued warm start loads its AdamW from the progress file (capturable off: the step counts stay on the
+    host), then makes its GraphedStep, whose capturable AdamW takes them only on the parameters' device: here the
+    meta device stands for CUDA (nothing is computed)."""
+    model = torch.nn.Linear(3, 2)
+    saved = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(4, 3)).sum().backward()
+    saved.step()
+    state = warm_start.portable(saved.state_dict())
+    on_meta = torch.nn.Linear(3, 2, device="meta")
+    loaded = torch.optim.AdamW(on_meta.parameters(), lr=1e-3)
+    loaded.load_state_dict(state)
+    assert {loaded.state[p]["step"].device.type for p in on_meta.parameters()} == {"cpu"}  # what AdamW does
+    warm_start.GraphedStep(loaded, grad_clip=1.0)
+    assert all(loaded.state[p]["step"].device.type == "meta" for p in on_meta.parameters())
+    assert all(g["lr"].device.type == "meta" and g["capturable"] for g in loaded.param_groups)
+
+
 def test_dropout_is_reseeded_only_where_there_is_dropout(monkeypatch):
     calls = []
     monkeypatch.setattr(warm_start.seeding, "seed_dropout", lambda *a: calls.append(a))
