@@ -8,8 +8,8 @@ One optimizer step, on every rank:
   2. Forward and backward rl_ga_steps micro-batches; DDP averages gradients on the last one only.
   3. Clip each learner's global gradient norm to grad_clip; if the loss or a norm is not finite on
      any rank, skip the step everywhere (the numerical guard); else AdamW steps.
-The host reads the device once for every minibatch's counts, once an optimizer step (the guard's loss and
-norms) and once for the statistics at the end: on CUDA each read is a host sync.
+The host reads the device twice: every minibatch's counts first, and the statistics at the end (the guard's
+skips among them): on CUDA each read is a host sync, and an optimizer step has none.
 The schedule (linear warmup, cosine decay: `lr_lambda`) follows RL steps, one `schedule` a step.
 
 ScheduleSettings: the settings of RL's optimizer steps (how many, in how many micro-batches, AdamW and its
@@ -184,6 +184,7 @@ class Updater:
         if on_device:
             for k, v in zip(on_device, torch.stack(list(on_device.values())).tolist()):
                 sums[k] += v
+        sums["skipped"] = sums.pop("skipped_steps", 0.0) > 0  # an optimizer step the guard skipped
         return sums
 
     @staticmethod
@@ -245,34 +246,35 @@ class Updater:
                 # DDP averages gradients over ranks; the loss is already normalised by global counts,
                 # so scale by world_size to turn that average into the sum.
                 (out.pop("loss") * info.world_size).backward()
-            loss_sum = loss_sum + torch.as_tensor(out.pop("total"), dtype=torch.float64)  # (a float is read too)
+            # (a float total, already read, is taken too)
+            loss_sum = loss_sum + torch.as_tensor(out.pop("total"), dtype=torch.float64, device=info.device)
             for k, v in out.items():  # added in the order a float each would have been: the same sums
                 if torch.is_tensor(v):
                     on_device[k] = on_device.get(k, 0.0) + v.double()
                 else:
                     sums[k] += float(v)
-        self.take_step(learners, loss_sum, sums)
+        self.take_step(learners, loss_sum, (sums, on_device))
 
-    def take_step(self, learners: list, loss_sum: torch.Tensor, sums: dict):
-        """Clip, guard and step every learner, whatever the micro-batches accumulated (loss_sum: this rank's)."""
+    def take_step(self, learners: list, loss_sum: torch.Tensor, sums: tuple):
+        """Clip, guard and step every learner, whatever the micro-batches accumulated (loss_sum: this rank's),
+        with nothing read on the host."""
+        sums, on_device = sums
         # grad_clip=0 turns clipping off; the norm is still measured, for the guard and train/grad_norm
         max_norm = self.config.grad_clip if self.config.grad_clip > 0 else float("inf")
         # each learner's own norm and budget: the critic's gradients never shrink the policy's
         norms = [torch.nn.utils.clip_grad_norm_(learner.module.parameters(), max_norm) for learner in learners]
-        # the loss summed over ranks (a non-finite loss on any rank makes every rank skip the step) and the norms,
-        # read from the device together: the step's one host sync, which the guard's branch needs
-        loss_sum, *norms = torch.cat([dist.all_reduce_sum(loss_sum.reshape(1)),
-                                      *(norm.double().reshape(1) for norm in norms)]).tolist()
-        # Numerical guard: a non-finite loss (on any rank) or gradient norm (the same on every rank
-        # after the gradient all-reduce) skips this update everywhere, so the weights and optimizer
-        # state stay finite and no rank waits for another.
-        bad = not all(math.isfinite(x) for x in (loss_sum, *norms))
+        # Numerical guard: a non-finite loss (on any rank: summed over ranks) or gradient norm (the same on every
+        # rank after the gradient all-reduce) skips this update everywhere, so the weights and optimizer state stay
+        # finite and no rank waits for another. Decided on the device: the fused AdamW (configure_optimizer's)
+        # skips its step, its step count included, where found_inf is 1, as not calling it did, bit for bit.
+        checked = torch.cat([dist.all_reduce_sum(loss_sum.reshape(1)), *(norm.reshape(1).double() for norm in norms)])
+        found_inf = (~torch.isfinite(checked).all()).to(torch.float32)
         for learner in learners:
-            if not bad:
-                learner.optimizer.step()
+            learner.optimizer.found_inf = found_inf
+            learner.optimizer.step()
             learner.optimizer.zero_grad(set_to_none=True)  # stepped or skipped: nothing carries into the next
-        sums["skipped"] |= bad
-        sums["grad_norm"] += norms[0]  # the policy's
+        for k, v in (("skipped_steps", found_inf), ("grad_norm", norms[0])):  # grad_norm: the policy's
+            on_device[k] = on_device.get(k, 0.0) + v.double()
         sums["optimizer_steps"] += 1
 
 

@@ -108,10 +108,11 @@ def test_reduce_sums_reads_the_device_once_and_gives_each_numbers_float():
     (dict(rl_algorithm="ppo_critic"), 5),  # and GAE's whitening, over all ranks
     (dict(rl_algorithm="dpo"), 5),  # and the rewards, which pair answers on the host
 ])
-def test_an_rl_step_reads_the_device_once_a_round_and_once_an_optimizer_step(overrides, once_a_step):
-    # Each sampling round reads its groups' outcomes once (the problem sampler's, dynamic sampling's), each optimizer
-    # step its loss and gradient norms once (the numerical guard's branch), and the step four times: the rewards'
-    # statistics, the update's normalisers, the update's statistics and the metrics. (The adder's step read 64 times.)
+def test_an_rl_step_reads_the_device_once_a_round_and_a_few_times_a_step(overrides, once_a_step):
+    # Each sampling round reads its groups' outcomes once (the problem sampler's, dynamic sampling's), and the step
+    # four times: the rewards' statistics, the update's normalisers, the update's statistics (the numerical guard's
+    # skips among them: it decides on the device) and the metrics; an optimizer step reads nothing. (The adder's
+    # step read 64 times.)
     trainer = make_trainer(**overrides)
     trainer.train_step()  # the first step makes the critic and the reference
     modules = [trainer.model, *(learner.module for learner in trainer.learners)]
@@ -119,8 +120,8 @@ def test_an_rl_step_reads_the_device_once_a_round_and_once_an_optimizer_step(ove
         m = trainer.train_step()
     c = trainer.config
     assert m["train/batch_answers"] > 0 and m["train/skipped_steps"] == 0  # (it trained: every optimizer step ran)
-    expected = m["train/sampling_rounds"] + c.ppo_epochs * c.ppo_minibatches + once_a_step
-    assert sum(reads.sites.values()) == expected, dict(reads.sites)
+    assert c.ppo_epochs * c.ppo_minibatches > 1 or overrides  # (the adder, the multiplier: two optimizer steps)
+    assert sum(reads.sites.values()) == m["train/sampling_rounds"] + once_a_step, dict(reads.sites)
 
 
 def test_a_loss_whose_total_is_a_float_takes_the_same_step():

@@ -18,6 +18,8 @@ def test_non_finite_loss_skips_the_update_and_stops_after_max_bad_steps(monkeypa
     trainer = make_trainer(max_bad_steps=3)
     trainer.train_step()
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    adam = lambda: [v.clone() for state in trainer.actor.optimizer.state.values() for v in state.values()]
+    adam_before = adam()
     real = algorithms.compute_policy_loss
     monkeypatch.setattr(objectives, "compute_policy_loss",
                         lambda *a, **k: (real(*a, **k)[0] * float("nan"), real(*a, **k)[1]))
@@ -25,6 +27,9 @@ def test_non_finite_loss_skips_the_update_and_stops_after_max_bad_steps(monkeypa
         metrics = trainer.train_step()
         assert metrics["train/skipped_steps"] == expected
         assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
+        # AdamW's moments and step counts too: the guard skips the whole step (on the device: found_inf)
+        adam_now = adam()
+        assert len(adam_now) == len(adam_before) > 3 and all(map(torch.equal, adam_before, adam_now))
     with pytest.raises(TrainingError, match="non-finite loss or gradient norm for 3 steps in a row \\(up to step 4\\)"):
         trainer.train_step()
     assert trainer.weights_are_finite()
