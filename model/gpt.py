@@ -622,7 +622,7 @@ def check_positions(idx: torch.Tensor, pos: torch.Tensor, n_position: int, *, va
 
 def check_position_ids(pos: torch.Tensor, n_position: int):
     """ValueError (one line) for a position id outside the embedding table [0, n_position)."""
-    low, high = int(pos.min()), int(pos.max())
+    low, high = torch.stack([pos.min(), pos.max()]).tolist()  # one read of the device
     if low < 0 or high >= n_position:
         raise ValueError(f"position ids {low}..{high} outside the {n_position} embeddings (n_position={n_position})")
 
@@ -636,7 +636,7 @@ def generation_position_ids(pos, prompt_shape: tuple, max_new_tokens: int, num_s
     if pos.shape != shape:
         raise ValueError(f"generate takes the position ids of prompt and answer, {shape}, got {tuple(pos.shape)}")
     check_position_ids(pos, n_position)
-    return pos[:, :P], pos.repeat_interleave(num_samples, dim=0)
+    return pos[:, :P], repeat_rows(pos, num_samples)
 
 
 def draw(logits, top_k=None, generator=None):

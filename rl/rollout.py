@@ -31,6 +31,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from model.gpt import repeat_rows
 from rl import dist, seeding
 from rl.algorithms import answer_mask, group_all_equal
 from rl.errors import ConfigError
@@ -176,10 +177,11 @@ class RolloutCollector:
         t1 = dist.clock(self.info.device)
         keys = pair_keys(env, a, b)
         # (clone: an inference-mode tensor may not enter autograd)
-        rollout = Rollout(prompts.repeat_interleave(G, dim=0), solutions.repeat_interleave(G, dim=0), generated.clone(),
+        # (repeat_rows: repeat_interleave's values, without the output-size computation that may sync a CUDA device)
+        rollout = Rollout(repeat_rows(prompts, G), repeat_rows(solutions, G), generated.clone(),
                           logp.clone(), entropy.clone(),
                           keys=to_device(torch.from_numpy(keys).repeat_interleave(G)),
-                          pos=None if pos is None else pos.repeat_interleave(G, dim=0))
+                          pos=None if pos is None else repeat_rows(pos, G))
         rollout.rewards, rollout.components = compute_rewards(self.reward_weights, env, rollout.solutions,
                                                               rollout.generated)
         right = exact_match(env, rollout.solutions, rollout.generated).view(-1, G).sum(dim=1)
@@ -229,6 +231,6 @@ class RolloutCollector:
                 size = refill_size(num_prompts, num_sampled, num_kept, max_prompts=4 * num_prompts)
                 batch = self.sample_round(size, rngs, sampling, stats, positions)
             batch = Rollout.cat(kept).select(slice(0, num_prompts * G))
-        if self.keep_only_right:
-            batch = batch.select(exact_match(self.env, batch.solutions, batch.generated) == 1)
+        if self.keep_only_right:  # (indices: one read of the device, not one per tensor a boolean mask selects)
+            batch = batch.select(torch.nonzero(exact_match(self.env, batch.solutions, batch.generated) == 1).squeeze(1))
         return first, batch, stats
