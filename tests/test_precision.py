@@ -134,6 +134,17 @@ def test_a_loss_whose_total_is_a_float_takes_the_same_step():
     assert all(torch.equal(p, q) for p, q in zip(trainers[0].model.parameters(), trainers[1].model.parameters()))
 
 
+def test_a_warm_start_step_reads_nothing_from_the_device():
+    # its loss is read only at a validation check, whose evaluation reads anyway
+    from rl import warm_start
+    trainer = make_trainer(init_from="sft")
+    optimizer = trainer.model.configure_optimizer(lr=1e-3, weight_decay=0.01, betas=(0.9, 0.99))
+    with DeviceReads(trainer.model) as reads:
+        for step in range(2):
+            loss = warm_start.supervised_step(trainer.model, trainer.env, optimizer, trainer.config, trainer.info, step)
+    assert sum(reads.sites.values()) == 0 and reads.marked(loss), dict(reads.sites)
+
+
 def test_an_evaluation_reads_the_device_once_a_batch():
     trainer = make_trainer()
     a, b = trainer.env.eval_operands(200, "validation")
