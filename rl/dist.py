@@ -150,9 +150,14 @@ def init(info: DistInfo, device: torch.device, backend: str) -> DistInfo:
     return info
 
 
+def in_process_group() -> bool:
+    """Whether this process is one of several (torch.distributed started): else every collective is a no-op."""
+    return dist.is_available() and dist.is_initialized()
+
+
 def any_rank(flag: bool, device) -> bool:
     """True on every rank if `flag` is True on any rank: how ranks agree to skip or to stop."""
-    if not (dist.is_available() and dist.is_initialized()):
+    if not in_process_group():
         return bool(flag)  # one process: nothing to agree on, and no trip through the device
     return all_reduce_sum(torch.tensor([float(flag)], device=device)).item() > 0
 
@@ -190,7 +195,7 @@ def print0(*args, every_rank: bool = False, **kwargs):
 def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
     """Sum a tensor over ranks (a no-op for one process); returns a new tensor."""
     t = t.clone()
-    if dist.is_available() and dist.is_initialized():
+    if in_process_group():
         dist.all_reduce(t, op=dist.ReduceOp.SUM)
     return t
 
@@ -198,7 +203,7 @@ def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
 def sum_on_host(t: torch.Tensor, device) -> torch.Tensor:
     """A tensor on the host summed over ranks (through `device`, where the backend needs it), back on the host;
     one process: t itself, with no trip through the device."""
-    if not (dist.is_available() and dist.is_initialized()):
+    if not in_process_group():
         return t
     return all_reduce_sum(t.to(device)).cpu()
 
@@ -206,7 +211,7 @@ def sum_on_host(t: torch.Tensor, device) -> torch.Tensor:
 def all_gather_rows(t: torch.Tensor) -> torch.Tensor:
     """Every rank's rows of t (n_rank, ...) concatenated in rank order, the same on every rank (t
     itself for one process). Ranks may hold different numbers of rows."""
-    if not (dist.is_available() and dist.is_initialized()):
+    if not in_process_group():
         return t
     world = dist.get_world_size()
     sizes = [torch.zeros(1, dtype=torch.int64, device=t.device) for _ in range(world)]
@@ -220,7 +225,7 @@ def all_gather_rows(t: torch.Tensor) -> torch.Tensor:
 
 
 def barrier():
-    if dist.is_available() and dist.is_initialized():
+    if in_process_group():
         dist.barrier()
 
 
