@@ -233,7 +233,8 @@ def gpu_presets(card: str = README_GPU) -> str:
                      median_range([r["wall_seconds"] for r in rs], "{:.1f}")])
     table = markdown_table(["preset", f"settings chosen on validation (seed 0, {CHOICE_GPU})", "seeds", "final test",
                             "first test >= aim, s", "RL starts at, s", "whole run, s"], rows)
-    return table + "\n\nOn " + "; ".join(sorted(gpus)) + f", {GPU_NOTES.get(card, '')}. \"First test\" and \"RL " \
+    note = f", {GPU_NOTES[card]}" if card in GPU_NOTES else ""  # (a card without a note gets none, not ", .")
+    return table + "\n\nOn " + "; ".join(sorted(gpus)) + f"{note}. \"First test\" and \"RL " \
         "starts\" are on the run's own clock (`perf/run_seconds`, from the model's build on: CUDA's start-up, the warm " \
         "start and every evaluation included; Python's imports before it are not); \"whole run\" is the process's " \
         "wall seconds."
