@@ -74,7 +74,7 @@ from rl.math_reward import exact_match, parse_reward_spec
 from rl.objectives import make_objective
 from rl.problem_sampler import make_problem_sampler
 from rl.rollout import Rollout, RolloutCollector, RolloutStats
-from rl.update import Learner, Updater, schedule
+from rl.update import Learner, Updater, graphs_apply, schedule
 
 POLICY_KEYS = ("model", "optimizer", "scheduler")  # the policy's names in a snapshot
 # what the update sums for every objective, beside the objective's own `sums`, for the metrics
@@ -108,7 +108,7 @@ class MathRLTrainer:
         self.model = dist.unwrap(policy)  # samples and is saved; only the update's forward goes through DDP
         self.actor = Learner.build(self.model, policy, config, config.learning_rate)  # the policy, trained
         self.objective = make_objective(config, env, info)  # stages 3-4: rl/objectives.py
-        self.updater = Updater(config, info, env.answer_len, env.pad_token)
+        self.updater = Updater(config, info, env.answer_len, env.pad_token, graphed=graphs_apply(config, env, info))
         self.reward_weights = parse_reward_spec(config.rewards, env.show_work)
         self.local_prompts = config.rl_batch_size // info.world_size  # exact: validate_world_size saw to it
         self.kl_placement = KL_PLACEMENT[config.kl_estimator] if config.kl_coef > 0 else None

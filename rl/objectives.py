@@ -71,6 +71,7 @@ class PolicyGradient:
     owner = ""  # how a message names it
     unread = ()  # algorithm-row settings it never reads (the resolved config still holds the row's values)
     needs_reference = False  # the frozen policy RL starts from (a KL term asks for it too)
+    graphable = True  # rl_cuda_graphs can replay its optimizer steps: one learner, every statistic a tensor
     keep_only_right = False  # rollouts drop every answer that is not exactly right
 
     def __init__(self, config, env, info: dist.DistInfo):
@@ -221,6 +222,7 @@ class ActorCritic(PolicyGradient):
     sums = ("value_loss", "value_clipped")
     owned = ("gamma", "gae_lambda", "value_clip", "critic_learning_rate")
     owner = "the critic (advantage_mode=gae, rl_algorithm=ppo_critic)"
+    graphable = False  # two learners, two AdamWs
 
     def __init__(self, config, env, info: dist.DistInfo):
         super().__init__(config, env, info)
@@ -296,6 +298,7 @@ class Preference:
     skip_zero = False  # a pair has no advantage to test
     needs_reference = True  # the DPO loss is measured against the policy RL started from
     keep_only_right = False
+    graphable = False  # its pairs are formed on the host, and its loss reads their count as a number
 
     def __init__(self, config, env, info: dist.DistInfo):
         self.config, self.env, self.info = config, env, info
@@ -457,7 +460,9 @@ class ObjectiveSettings:
                   for cls in (ActorCritic, *OBJECTIVES.values()) if cls.owned],
                 (("kl_estimator",), self.kl_coef == 0, "needs kl_coef > 0"),
                 (("baseline_momentum",), settings["advantage_mode"] != "baseline",
-                 "belongs to advantage_mode=baseline")]
+                 "belongs to advantage_mode=baseline"),
+                (("rl_cuda_graphs",), not chosen.graphable,
+                 "needs a policy-gradient objective (not ppo_critic or dpo)")]
 
     def objective_unread(self) -> tuple:
         """The row settings a resolved config's objective never reads (rft's advantage_mode, dpo's four)."""

@@ -123,17 +123,23 @@ def where_rl_starts(trainer: MathRLTrainer, resume: Resume, never: bool, stop: G
                        should_stop=lambda: dist.any_rank(stop.requested, info.device))
 
 
+def how_it_runs(trainer: MathRLTrainer) -> str:
+    """The start line's word on how the model computes: its precision and what replays graphs or compiles."""
+    c, cuda = trainer.config, trainer.info.device.type == "cuda"
+    return ("bf16 autocast" if trainer.model.autocast_dtype else "fp32") + (
+        ", CUDA graphs" if c.cuda_graphs and cuda else "") + (
+        ", graphed RL steps" if trainer.updater.graphed else "") + (", torch.compile" if c.compile else "")
+
+
 def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume: Resume, stop: GracefulStop) -> int:
     # ---- model and trainer, then where RL starts: the snapshot to continue, or the warm start (or its cache)
     t_start = time.time()
     trainer = MathRLTrainer.build(config, info)
     t_built = time.time()  # (on a GPU this includes the device's start-up)
     print0(str(config))
-    runs = ("bf16 autocast" if trainer.model.autocast_dtype else "fp32") + (
-        ", CUDA graphs" if config.cuda_graphs and info.device.type == "cuda" else "") + (
-        ", torch.compile" if config.compile else "")
     print0(f"{config.name}: {trainer.model.num_params() / 1e6:.2f}M parameters, {info.world_size} process(es) on "
-           f"{info.device.type} ({runs}), {dist.num_threads()} thread(s) each, out_dir={config.out_dir}")
+           f"{info.device.type} ({how_it_runs(trainer)}), {dist.num_threads()} thread(s) each, "
+           f"out_dir={config.out_dir}")
 
     snap = resume.snap  # its wandb run id lets a restarted run log on to the same wandb run
     init_info = where_rl_starts(trainer, resume, cli.resume_mode == "never", stop)

@@ -49,6 +49,7 @@ from rl.algorithms import answer_logits
 from rl.dist import print0
 from rl.errors import ConfigError, TrainingError
 from rl.evaluate import evaluate
+from rl.graphs import CapturedSteps, portable
 from rl.math_env import MathEnvironment
 from rl.run_dir import padded_path, progress_path, warm_start_path
 from rl.snapshot import check_compatible, load_snapshot, save_atomic, save_on_main
@@ -422,13 +423,6 @@ def save_progress(config, model, optimizer, scheduler, state: dict, info: dist.D
                  path, "the previous progress is intact", info)
 
 
-def portable(state: dict) -> dict:
-    """An optimizer's state_dict as any optimizer of these parameters loads it, on any device: learning rates as
-    numbers and capturable off (a GraphedStep's optimizer holds its rate in a device tensor)."""
-    return {**state, "param_groups": [{**group, "lr": float(group["lr"]), "capturable": False}
-                                      for group in state["param_groups"]]}
-
-
 def teacher_forced_step(policy, env: MathEnvironment, optimizer, a, b, device, *, grad_clip: float = 0.0, rng=None,
                         graphed=None):
     """One optimizer step on supervised_loss of the problems (a, b) (position offsets drawn from rng), the
@@ -453,60 +447,18 @@ def backward_and_step(policy, batch: tuple, prompt_len: int, optimizer, grad_cli
     return loss
 
 
-class GraphedStep:
-    """teacher_forced_step as one replayed CUDA graph: the forward, backward, clipping and AdamW step of a batch of
-    fixed shapes in one launch instead of some 300, which bound a small model's warm-start step on a GPU (17-25 ms
-    on an H200 with its checks: results/gpu/session5/). The first WARMUP steps run eagerly on a side stream
-    (AdamW's state and the kernels' lazy set-up come into being, as capture asks); the next is captured and
-    replayed, and each later one copies its batch into the captured inputs and replays. AdamW turns capturable,
-    its learning rate a device tensor set to the schedule's value before each step. One CUDA device, no dropout,
-    one width."""
-    WARMUP = 3
+class GraphedStep(CapturedSteps):
+    """teacher_forced_step as one replayed CUDA graph (rl/graphs.py): the forward, backward, clipping and AdamW step of
+    a batch of fixed shapes in one launch instead of some 300, which bound a small model's warm-start step on a GPU
+    (17-25 ms on an H200 with its checks: results/gpu/session5/). One CUDA device, no dropout, one width."""
 
     def __init__(self, optimizer, grad_clip: float):
-        self.optimizer, self.grad_clip, self.calls, self.graph = optimizer, grad_clip, 0, None
-        self.lrs = []
-        for group in optimizer.param_groups:
-            group["capturable"] = True
-            group["lr"] = torch.tensor(float(group["lr"]), device=group["params"][0].device)
-            self.lrs.append(group["lr"])
-            # A continued warm start loaded its AdamW (capturable off) with the step counts on the host, where a
-            # capturable AdamW refuses them: each goes to its parameter's device.
-            for p in group["params"]:
-                state = optimizer.state.get(p, {})
-                if torch.is_tensor(state.get("step")):
-                    state["step"] = state["step"].to(p.device)
+        super().__init__(optimizer)
+        self.grad_clip = grad_clip
 
     def __call__(self, policy, batch: tuple, prompt_len: int) -> torch.Tensor:
-        for group, lr in zip(self.optimizer.param_groups, self.lrs):
-            if group["lr"] is not lr:  # the schedule wrote a number (torch's LambdaLR fills a tensor in place)
-                lr.fill_(group["lr"])
-                group["lr"] = lr
-        self.calls += 1
-        step = lambda inputs: backward_and_step(policy, inputs, prompt_len, self.optimizer, self.grad_clip)
-        if self.graph is None and self.calls <= self.WARMUP:
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                self.optimizer.zero_grad(set_to_none=True)
-                loss = step(batch)
-            torch.cuda.current_stream().wait_stream(side)
-            return loss
-        if self.graph is None:
-            self.inputs = tuple(None if t is None else t.clone() for t in batch)
-            self.optimizer.zero_grad(set_to_none=True)  # the capture's backward allocates the gradients it writes
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
-                self.loss = step(self.inputs)
-        else:
-            for static, t in zip(self.inputs, batch):
-                if t is not None:
-                    if t.shape != static.shape:
-                        raise RuntimeError(f"a graphed warm-start step got a batch of shape {tuple(t.shape)}, captured "
-                                           f"for {tuple(static.shape)}")
-                    static.copy_(t)
-        self.graph.replay()
-        return self.loss
+        return self.step(lambda inputs, _: backward_and_step(policy, inputs, prompt_len, self.optimizer,
+                                                             self.grad_clip), batch)
 
 
 def supervised_step(policy, env: MathEnvironment, optimizer, config, info: dist.DistInfo, step: int, *, graphed=None):

@@ -383,9 +383,12 @@ def sweep_sampling(s: Sweep, trainer: MathRLTrainer, precision: str, graphs: boo
                 answers_per_second=answers / seconds)
 
 
-def sweep_update(s: Sweep, trainer: MathRLTrainer, precision: str, matmul: bool = False, compile: bool = False) -> dict:
-    """The step's update alone (forward + backward + optimizer step) on one fixed sampled batch."""
+def sweep_update(s: Sweep, trainer: MathRLTrainer, precision: str, matmul: bool = False, compile: bool = False,
+                 rl_graphs: bool = False) -> dict:
+    """The step's update alone (forward + backward + optimizer step) on one fixed sampled batch; rl_graphs: its
+    optimizer steps replayed from CUDA graphs (rl_cuda_graphs; the first calls capture them)."""
     s.runtime(trainer.model, precision, matmul=matmul, compile=compile)
+    trainer.updater.graphed = rl_graphs
     batch, update = fixed_update(trainer)
     first = timed(update, 1, 0, device=s.device)  # what a run pays once: compiling, when compiled
     seconds = s.timed(update)
@@ -418,10 +421,11 @@ def sweep_forward_backward(s: Sweep, trainer: MathRLTrainer, precision: str) -> 
 
 
 def sweep_steps(s: Sweep, prompts: int, precision: str, graphs: bool, matmul: bool = False,
-                compile: bool = False) -> dict:
+                compile: bool = False, rl_graphs: bool = False) -> dict:
     """Whole RL steps of a fresh trainer: warm-up steps until one captures no decode graph, then up to reps
     (within the budget). The shares are those of the median step (by seconds), so that they sum to 1."""
-    trainer = s.trainer(prompts, precision=precision, cuda_graphs=graphs, matmul_attention=matmul, compile=compile)
+    trainer = s.trainer(prompts, precision=precision, cuda_graphs=graphs, matmul_attention=matmul, compile=compile,
+                        rl_cuda_graphs=rl_graphs)
     # Dynamic sampling's refill rounds come in sizes that round up to new powers of two for the first few
     # steps, and each new size's decode is captured as a graph once (an eager run and the capture): a cost
     # a run pays once, which a timed step must not (on an H200 it put 0.19-0.23 s steps beside 0.12 s ones).
@@ -468,6 +472,9 @@ def sweep_size(s: Sweep, prompts: int):
     if s.cuda:
         s.row("sweep_update", prompts, lambda: sweep_update(s, trainer, "bf16", matmul=True, compile=True),
               precision="bf16", matmul_attention=True, compile=True)
+        # (last: a table's cell takes the first row with its labels) each optimizer step replayed from a graph
+        s.row("sweep_update", prompts, lambda: sweep_update(s, trainer, "bf16", matmul=True, rl_graphs=True),
+              precision="bf16", matmul_attention=True, rl_cuda_graphs=True)
     s.runtime(trainer.model, "auto")
     del trainer
     s.free()
@@ -480,6 +487,8 @@ def sweep_size(s: Sweep, prompts: int):
     if s.cuda:  # torch.compile of every full pass (CUDA only: compiling took 20 s for a test model on 2 CPU cores)
         s.row("sweep_step", prompts, lambda: sweep_steps(s, prompts, "auto", True, matmul=True, compile=True),
               precision="auto", graphs=True, matmul_attention=True, compile=True)
+        s.row("sweep_step", prompts, lambda: sweep_steps(s, prompts, "auto", True, matmul=True, rl_graphs=True),
+              precision="auto", graphs=True, matmul_attention=True, rl_cuda_graphs=True)
 
 
 def sweep(config_name: str, device: torch.device, sizes, *, reps: int = 5, budget_s: float = 30.0) -> list:

@@ -1,0 +1,185 @@
+"""RL's optimizer steps replayed as CUDA graphs (--rl_cuda_graphs, rl/graphs.py, rl/update.py): on the CPU the
+graphed path runs eagerly (padded rows, normalisers in device scalars) and must train as the eager update does;
+on CUDA (skipped without one) the captured steps must train as their eager steps.
+Run: python -m pytest tests/test_graphs.py"""
+
+import copy
+
+import pytest
+import torch
+
+from helpers import TINY_ARGS, load, make_trainer, run
+from rl import algorithms, objectives
+from rl.dist import DistInfo
+from rl.errors import ConfigError
+from rl.graphs import CapturedSteps
+from rl.update import UpdateBatch, padded_rows
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+def graphed_trainer(**overrides):
+    """A trainer whose update takes the graphed path (on the CPU: eagerly, padded, as a graph would replay it)."""
+    trainer = make_trainer(rl_ga_steps=1, **overrides)
+    trainer.updater.graphed = True
+    return trainer
+
+
+def test_padded_rows_is_the_next_power_of_two_at_most_the_largest_minibatch():
+    assert [padded_rows(n, 256) for n in (0, 1, 2, 3, 5, 64, 65, 200, 256)] == [1, 1, 2, 4, 8, 64, 128, 256, 256]
+    assert padded_rows(200, 230) == 230  # the largest minibatch caps it
+    assert padded_rows(300, 256) == 300  # never fewer rows than given
+
+
+def test_a_padded_batch_holds_the_rows_then_blank_ones():
+    data = UpdateBatch(sequences=torch.tensor([[1, 2], [3, 4], [5, 6]]), generated=torch.tensor([[2], [4], [6]]),
+                       mask=torch.tensor([[1.0], [1.0], [0.0]]), advantages=torch.tensor([0.5, -1.0, 2.0]))
+    part = data.padded(torch.tensor([2, 0]), 4, pad_token=9)
+    assert part.sequences.tolist() == [[5, 6], [1, 2], [9, 9], [9, 9]]
+    assert part.generated.tolist() == [[6], [2], [9], [9]]
+    assert part.mask.tolist() == [[0.0], [1.0], [0.0], [0.0]] and part.advantages.tolist() == [2.0, 0.5, 0.0, 0.0]
+    assert part.old_logp is None and part.ref_logp is None
+
+
+@pytest.mark.parametrize("overrides", [
+    dict(),  # the adder: DAPO (two minibatches, PPO ratios, skip_zero), replay
+    dict(rl_algorithm="grpo"),
+    dict(rl_algorithm="ppo", ppo_epochs=2, ppo_minibatches=2),
+    dict(kl_coef=0.1, kl_estimator="k3", entropy_coef=0.01),  # every row forwarded, two more terms
+    dict(loss_aggregation="seq-mean-token-mean"),
+    dict(loss_aggregation="seq-mean-token-sum-norm"),
+])
+def test_the_graphed_update_trains_as_the_eager_update(overrides):
+    """Blank rows add nothing to the loss or the gradient, and the normalisers read from device scalars are the
+    eager numbers: four steps end at the same weights and metrics, to float rounding (the padded sums are split
+    otherwise), and every optimizer step went through the graphed path."""
+    eager, graphed = make_trainer(rl_ga_steps=1, **overrides), graphed_trainer(**overrides)
+    for step in range(4):
+        expected, got = eager.train_step(), graphed.train_step()
+        assert got.keys() == expected.keys()
+        for k, v in expected.items():
+            if not k.startswith("perf/"):  # (timings differ between any two steps)
+                assert got[k] == pytest.approx(v, rel=1e-4, abs=1e-6), (step, k)
+    for (name, p), q in zip(eager.model.named_parameters(), graphed.model.parameters()):
+        assert torch.allclose(p, q, atol=1e-6), name
+    assert not torch.equal(eager.model.wte.weight, make_trainer(rl_ga_steps=1, **overrides).model.wte.weight)
+    # every optimizer step the eager AdamW took (none was skipped) went through the graphed path
+    taken = int(eager.actor.optimizer.state[eager.model.wte.weight]["step"])
+    assert graphed.updater.graphs.calls == taken > 0 and eager.updater.graphs is None
+
+
+def test_the_graphed_path_keeps_the_numerical_guard(monkeypatch):
+    """A non-finite loss skips the graphed step on the device (found_inf): the weights and AdamW's state stay."""
+    trainer = graphed_trainer()
+    trainer.train_step()
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    adam = lambda: [v.clone() for state in trainer.actor.optimizer.state.values() for v in state.values()]
+    adam_before = adam()
+    real = algorithms.compute_policy_loss
+    monkeypatch.setattr(objectives, "compute_policy_loss",
+                        lambda *a, **k: (real(*a, **k)[0] * float("nan"), real(*a, **k)[1]))
+    metrics = trainer.train_step()
+    assert metrics["train/skipped_steps"] == 1 and trainer.updater.graphs.calls > 1
+    assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
+    assert len(adam_before) > 3 and all(map(torch.equal, adam_before, adam()))
+
+
+def test_captured_steps_follow_the_schedule_and_drop_their_graphs_when_a_state_is_loaded():
+    """The rate a step reads is the group's latest number, the numbers reach the step as device scalars, and a
+    state loaded into the optimizer (a snapshot) leaves no graph that holds the old one."""
+    model = torch.nn.Linear(3, 2)
+    adamw = lambda: torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    optimizer = adamw()
+    steps = CapturedSteps(optimizer)
+    seen = []
+
+    def step(tensors, numbers):
+        seen.append((optimizer.param_groups[0]["lr"].item(), numbers["n"].item()))
+        (model(tensors[0]).sum() / numbers["n"]).backward()
+        optimizer.step()
+        return {}
+    steps.step(step, (torch.ones(4, 3),), {"n": 4.0})
+    optimizer.param_groups[0]["lr"] = 5e-4  # what a schedule writes
+    steps.step(step, (torch.ones(4, 3),), {"n": 2.0})
+    assert seen == [(pytest.approx(1e-3), 4.0), (pytest.approx(5e-4), 2.0)]
+    assert torch.is_tensor(optimizer.param_groups[0]["lr"]) and optimizer.param_groups[0]["capturable"]
+    steps.graphs["stand-in"] = "a graph holding the old state"
+    steps.step(step, (torch.ones(4, 3),), {"n": 2.0})
+    assert steps.graphs  # the same state: kept
+    optimizer.load_state_dict(adamw().state_dict() | {"state": copy.deepcopy(optimizer.state_dict()["state"])})
+    steps.step(step, (torch.ones(4, 3),), {"n": 2.0})
+    assert not steps.graphs and seen[-1] == (pytest.approx(1e-3), 2.0)  # the loaded rate, read through the tensor
+
+
+def test_a_graphed_runs_snapshot_resumes_exactly_and_holds_a_portable_optimizer(tmp_path):
+    """The snapshot saves rates as numbers and capturable off; a graphed run resumed from it continues as the
+    uninterrupted one did, bit for bit (on the CPU: the same eager arithmetic)."""
+    straight = graphed_trainer()
+    for _ in range(4):
+        straight.train_step()
+    first = graphed_trainer()
+    for _ in range(2):
+        first.train_step()
+    snap = first.state_dict()
+    assert [(type(g["lr"]), g["capturable"]) for g in snap["optimizer"]["param_groups"]] == [(float, False)] * 2
+    resumed = graphed_trainer()
+    resumed.load_state_dict(snap)
+    for _ in range(2):
+        resumed.train_step()
+    for p, q in zip(straight.model.parameters(), resumed.model.parameters()):
+        assert torch.equal(p, q)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(), "rl_cuda_graphs=True has no effect here: it needs rl_ga_steps=1 and compile=false"),
+    (dict(rl_ga_steps=1, compile=True), "it needs rl_ga_steps=1 and compile=false"),
+    (dict(rl_ga_steps=1, rl_algorithm="ppo_critic"), "it needs a policy-gradient objective \\(not ppo_critic or dpo"),
+    (dict(rl_ga_steps=1, rl_algorithm="dpo"), "it needs a policy-gradient objective \\(not ppo_critic or dpo"),
+])
+def test_rl_cuda_graphs_is_refused_where_a_step_cannot_be_captured(overrides, message):
+    from helpers import make_config
+    with pytest.raises(ConfigError, match=message):
+        make_config(rl_cuda_graphs=True, **overrides)
+
+
+def test_rl_cuda_graphs_applies_only_on_one_cuda_device():
+    from rl.long_env import LongAdditionEnvironment
+    from rl.update import graphs_apply
+    from helpers import make_config
+    config, cuda = make_config(rl_cuda_graphs=True, rl_ga_steps=1), DistInfo(device=torch.device("cuda"))
+    env = make_trainer().env
+    assert graphs_apply(config, env, cuda)
+    assert not graphs_apply(make_config(rl_ga_steps=1), env, cuda)  # not asked
+    assert not graphs_apply(config, env, DistInfo())  # the CPU
+    assert not graphs_apply(config, env, DistInfo(world_size=2, device=torch.device("cuda")))  # DDP's all-reduce
+    assert not graphs_apply(config, LongAdditionEnvironment((1, 5)), cuda)  # a width drawn a step
+    assert not make_trainer(rl_cuda_graphs=True, rl_ga_steps=1).updater.graphed  # built on the CPU
+
+
+# ---- on CUDA ----------------------------------------------------------------------------------------
+@cuda
+def test_captured_rl_steps_train_as_their_eager_steps():
+    """The adder's update on CUDA: every optimizer step eager (the same padded rows, capturable AdamW) against the
+    steps replayed from graphs after WARMUP, one per padded size; weights and metrics to float rounding."""
+    info = DistInfo(device=torch.device("cuda", 0))
+    eager, graphed = (make_trainer(rl_ga_steps=1, device="cuda", info=info) for _ in range(2))
+    for trainer in (eager, graphed):
+        trainer.updater.graphed = True
+    graphed.train_step(), eager.train_step()  # (makes each one's CapturedSteps)
+    eager.updater.graphs.WARMUP = 10 ** 9  # every step eager
+    for step in range(6):
+        expected, got = eager.train_step(), graphed.train_step()
+        for k in ("train/policy_loss", "train/grad_norm", "train/ratio_mean"):
+            assert got[k] == pytest.approx(expected[k], rel=1e-3, abs=1e-5), (step, k)
+    assert graphed.updater.graphs.graphs and not eager.updater.graphs.graphs
+    for (name, p), q in zip(eager.model.named_parameters(), graphed.model.parameters()):
+        assert torch.allclose(p, q, atol=1e-5), name
+
+
+@cuda
+def test_a_run_with_graphed_rl_steps_resumes(tmp_path):
+    args = [*TINY_ARGS, "--no_wandb", "--device=cuda", "--rl_cuda_graphs=true", "--rl_ga_steps=1",
+            f"--out_dir={tmp_path}", "--save_interval=3"]
+    assert "graphed RL steps" in run([*args, "--rl_train_steps=3"]).stdout
+    run([*args, "--rl_train_steps=6"])  # resumed from step 3's snapshot, its optimizer saved portable
+    assert load(tmp_path / "rl_snapshot_6.pt")["step"] == 6
