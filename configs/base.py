@@ -91,7 +91,8 @@ class BaseRLConfig(RunSettings, ScheduleSettings, SamplerSettings, RolloutSettin
             debug and getattr(self, name) == preset.DEBUG_OVERRIDES.get(name, getattr(preset, name)))
         fix = self.objective_ignores(settings, given, changed)  # what the chosen objective would ignore
         rules = [*self.objective_unused(settings), *self.sampler_unused(settings), *self.task_unused(settings),
-                 *self.run_unused(settings), *self.rollout_unused(settings), *self.warm_start_unused(settings)]
+                 *self.run_unused(settings), *self.rollout_unused(settings), *self.warm_start_unused(settings),
+                 *self.schedule_unused(settings)]
         for names, unused, owner in rules:
             name = next((n for n in names if unused and changed(n)), None)
             if name and not fix:

@@ -2,11 +2,11 @@
 # Prepared for the next device check of issue 33 (not yet run): the CUDA tests (compile, the graphed warm-start
 # step and a run with it are new since the last check), then the presets' GPU settings with --sft_cuda_graphs=true
 # on seeds 1337, 0 and 1 with Python's bytecode cached (as results/gpu/session6.sh caches it), the RL step's
-# reads of the device before and after (session7_probe.py; the tree before, e5829fa, carried as .old_tree:
-#   mkdir .old_tree && git archive e5829fa rl model configs | tar -x -C .old_tree), the adder's run with graphed
-# warm-start steps under cProfile (its checks against its steps), one candidate setting on validation (seed 0),
-# then the sweep.
-#   bash results/gpu/session7.sh          # about 9 minutes on an H200 (run it with timeout_s=590)
+# reads of the device before and after and with RL's optimizer steps graphed (session7_probe.py; the tree before,
+# e5829fa, carried as .old_tree: mkdir .old_tree && git archive e5829fa rl model configs | tar -x -C .old_tree),
+# the adder's run with graphed warm-start steps under cProfile (its checks against its steps), two candidate
+# settings on validation (seed 0), then the sweep (with --rl_cuda_graphs rows).
+#   bash results/gpu/session7.sh          # about 9.5 minutes on an H200 (run it with timeout_s=590)
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 unset PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX=/tmp/pycache
@@ -14,7 +14,7 @@ G=$(python3 -c "from rl.tools.results import gpu_folder; print(gpu_folder())")
 # everything comes back in one tarball (the device tool returns at most 8 files, none with "=" or "+" in its name)
 W=/tmp/session7; mkdir -p $W
 save() { tar czf $OUT/results.tgz results/$G $W 2>/dev/null; }
-timeout 150 python3 -m pytest -q tests/test_precision.py > $W/pytest.log 2>&1; tail -3 $W/pytest.log
+timeout 150 python3 -m pytest -q tests/test_precision.py tests/test_graphs.py > $W/pytest.log 2>&1; tail -3 $W/pytest.log
 # the tests above filled most of the bytecode cache; one short run fills the rest (as session6.sh)
 timeout 60 python3 rl/rl_ddp.py --config_name AdderRLConfig --debug --no_wandb --out_dir=/tmp/fill > $W/fill.log 2>&1
 B="python3 -m rl.tools.benchmark --results $G --seeds 1337 0 1"
@@ -27,8 +27,9 @@ timeout 90 $B --configs MultiplierRLConfig --set rl_ga_steps=1 eval_interval=5 e
 timeout 120 $B --configs Multiplier3RLConfig --set rl_ga_steps=1 eval_interval=5 eval_batch_size=1000 \
   rl_train_steps=400 rl_target_accuracy=0.99 matmul_attention=true sft_target_accuracy=0.95 sft_cuda_graphs=true \
   > $W/presets-multiplier3.log 2>&1; tail -2 $W/presets-multiplier3.log | cut -c1-300; save
-# the update alone and whole steps at 64 prompts, the tree before the fewer reads and after, in turn (A B A B)
-for r in 1 2; do for t in old new; do
+# the update alone and whole steps at 64 prompts: the tree before the fewer reads, after, and after with RL's
+# optimizer steps graphed, in turn (A B C A B C)
+for r in 1 2; do for t in old new graphed; do
   P=$([ $t = old ] && echo .old_tree || echo .)
   PYTHONPATH=$P timeout 60 python3 results/gpu/session7_probe.py $t >> $W/reads.jsonl 2>> $W/reads.log
 done; done; cut -c1-200 $W/reads.jsonl; save
@@ -46,7 +47,13 @@ timeout 60 python3 -m rl.tools.benchmark --results $G --seeds 0 --configs AdderR
   eval_interval=2 eval_batch_size=1000 rl_train_steps=600 rl_target_accuracy=0.995 matmul_attention=true \
   sft_target_accuracy=0.9 sft_batch_size=512 sft_learning_rate=2e-3 sft_max_steps=1500 sft_cuda_graphs=true \
   ppo_minibatches=1 > $W/candidate-adder.log 2>&1; tail -2 $W/candidate-adder.log | cut -c1-300; save
-# the sweep at 4,096 prompts again: now with the compile's seconds (first_call_seconds, warmup_seconds)
+# and each optimizer step replayed from a CUDA graph (--rl_cuda_graphs), validation only (seed 0)
+timeout 60 python3 -m rl.tools.benchmark --results $G --seeds 0 --configs AdderRLConfig --set rl_ga_steps=1 \
+  eval_interval=2 eval_batch_size=1000 rl_train_steps=600 rl_target_accuracy=0.995 matmul_attention=true \
+  sft_target_accuracy=0.9 sft_batch_size=512 sft_learning_rate=2e-3 sft_max_steps=1500 sft_cuda_graphs=true \
+  rl_cuda_graphs=true > $W/candidate-adder-graphs.log 2>&1; tail -2 $W/candidate-adder-graphs.log | cut -c1-300; save
+# the sweep at 4,096 prompts again: now with the compile's seconds (first_call_seconds, warmup_seconds) and rows with
+# --rl_cuda_graphs
 timeout 150 python3 -m rl.tools.perf --device cuda --sizes 4096 --reps 5 --budget 2 \
   --out results/$G/perf-AdderRLConfig-compile-time.json > $W/perf.jsonl 2>&1; tail -4 $W/perf.jsonl | cut -c1-300
 save; ls -la $W $OUT
