@@ -16,6 +16,8 @@ loaded state) writes into the group; a state loaded into the optimizer (a snapsh
 each holds AdamW's state tensors by address. `portable` saves such an optimizer as any optimizer loads it.
 """
 
+import warnings
+
 import torch
 
 
@@ -74,7 +76,9 @@ class CapturedSteps:
         if self.calls <= self.WARMUP:
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
+            with torch.cuda.stream(side), warnings.catch_warnings():
+                # (torch warns that a capturable optimizer runs uncaptured: these steps are meant to)
+                warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
                 self.optimizer.zero_grad(set_to_none=True)
                 outputs = step_fn(tensors, numbers)
             torch.cuda.current_stream().wait_stream(side)

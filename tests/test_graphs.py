@@ -159,21 +159,26 @@ def test_rl_cuda_graphs_applies_only_on_one_cuda_device():
 # ---- on CUDA ----------------------------------------------------------------------------------------
 @cuda
 def test_captured_rl_steps_train_as_their_eager_steps():
-    """The adder's update on CUDA: every optimizer step eager (the same padded rows, capturable AdamW) against the
-    steps replayed from graphs after WARMUP, one per padded size; weights and metrics to float rounding."""
+    """The adder's update on CUDA, on one sampled batch: every optimizer step eager (the same padded rows, the same
+    capturable AdamW) against steps replayed from graphs after WARMUP; the same statistics and weights to float
+    rounding, and a graph captured."""
     info = DistInfo(device=torch.device("cuda", 0))
     eager, graphed = (make_trainer(rl_ga_steps=1, device="cuda", info=info) for _ in range(2))
     for trainer in (eager, graphed):
         trainer.updater.graphed = True
-    graphed.train_step(), eager.train_step()  # (makes each one's CapturedSteps)
+    eager.model.eval()
+    first, batch, _ = eager.sample(0)
+    targets, _ = eager.advantages(first, batch)
+    eager.update(batch, targets), graphed.update(batch, targets)  # (makes each one's CapturedSteps)
     eager.updater.graphs.WARMUP = 10 ** 9  # every step eager
     for step in range(6):
-        expected, got = eager.train_step(), graphed.train_step()
-        for k in ("train/policy_loss", "train/grad_norm", "train/ratio_mean"):
-            assert got[k] == pytest.approx(expected[k], rel=1e-3, abs=1e-5), (step, k)
+        expected, got = eager.update(batch, targets), graphed.update(batch, targets)
+        for k in ("policy_loss", "grad_norm", "ratio_sum", "tokens", "skipped"):
+            assert got[k] == pytest.approx(expected[k], rel=1e-4, abs=1e-6), (step, k)
     assert graphed.updater.graphs.graphs and not eager.updater.graphs.graphs
     for (name, p), q in zip(eager.model.named_parameters(), graphed.model.parameters()):
         assert torch.allclose(p, q, atol=1e-5), name
+    assert not torch.equal(eager.model.wte.weight, make_trainer(device="cuda", info=info).model.wte.weight)
 
 
 @cuda

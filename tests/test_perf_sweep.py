@@ -113,6 +113,7 @@ def test_whole_steps_are_timed_once_a_step_captures_no_new_decode_graph():
 
         def __init__(self):
             self.model, self.calls = SimpleNamespace(graph_captures=0), 0
+            self.updater = SimpleNamespace(graphed=False, graphs=None)
 
         def train_step(self):
             self.calls += 1
@@ -131,3 +132,26 @@ def test_whole_steps_are_timed_once_a_step_captures_no_new_decode_graph():
     Trainer.capturing = 100
     row = sweep_steps(sweep, 2, "auto", graphs=True)
     assert row["warmup_steps"] == MAX_WARMUP_STEPS and row["captures_timed"] == 3 and row["step_seconds"] == 1.0
+
+
+def test_whole_steps_with_graphed_updates_are_timed_once_the_update_captures_no_new_graph():
+    """Under rl_cuda_graphs the update's first WARMUP optimizer steps run eagerly and capture nothing; the sweep
+    warms up through them and through the step that captures, and times only steps that capture nothing."""
+    class Trainer:
+        def __init__(self):
+            self.model = SimpleNamespace(graph_captures=0)
+            self.updater = SimpleNamespace(graphed=True, graphs=None)
+
+        def train_step(self):  # one optimizer step a step: eager for WARMUP calls, then one capture
+            graphs = self.updater.graphs = self.updater.graphs or SimpleNamespace(calls=0, WARMUP=3, graphs={})
+            graphs.calls += 1
+            if graphs.calls == graphs.WARMUP + 1:
+                graphs.graphs[(64,)] = "graph"
+            return {"perf/step_seconds": 0.1 if graphs.calls > graphs.WARMUP + 1 else 1.0,
+                    "perf/samples_per_second": 10.0, "train/answers_generated": 8,
+                    **{f"perf/{k}_share": 0.25 for k in SHARES}}
+
+    sweep = Sweep("AdderRLConfig", torch.device("cpu"), reps=3)
+    sweep.trainer = lambda prompts, **overrides: Trainer()
+    row = sweep_steps(sweep, 2, "auto", graphs=True, rl_graphs=True)
+    assert row["warmup_steps"] == 5 and row["captures_timed"] == 0 and row["step_seconds"] == 0.1

@@ -429,14 +429,16 @@ def sweep_steps(s: Sweep, prompts: int, precision: str, graphs: bool, matmul: bo
     # Dynamic sampling's refill rounds come in sizes that round up to new powers of two for the first few
     # steps, and each new size's decode is captured as a graph once (an eager run and the capture): a cost
     # a run pays once, which a timed step must not (on an H200 it put 0.19-0.23 s steps beside 0.12 s ones).
+    # (So are the update's graphs under rl_cuda_graphs: its first optimizer steps run eagerly, then each padded size
+    # is captured once.)
     warmup, t0 = 0, time.perf_counter()
     while warmup < MAX_WARMUP_STEPS:
-        captures = trainer.model.graph_captures
+        captures = graph_captures(trainer)
         trainer.train_step()  # (the first also makes first-call allocations, and compiles when asked)
         warmup += 1
-        if trainer.model.graph_captures == captures:
+        if graph_captures(trainer) == captures and not warming_up(trainer):
             break
-    captures = trainer.model.graph_captures
+    captures = graph_captures(trainer)
     warmup_seconds = dist.clock(s.device) - t0  # (the compile too, when compiled; dist.clock syncs a CUDA device)
     steps, spent = [], 0.0
     while len(steps) < max(s.reps, 1) and spent < s.budget_s:
@@ -445,10 +447,23 @@ def sweep_steps(s: Sweep, prompts: int, precision: str, graphs: bool, matmul: bo
     median = sorted(steps, key=lambda r: r["perf/step_seconds"])[(len(steps) - 1) // 2]
     shares = {f"{k}_share": median[f"perf/{k}_share"] for k in ("rollout", "reward", "update", "other")}
     return dict(steps=len(steps), warmup_steps=warmup, warmup_seconds=warmup_seconds,
-                captures_timed=trainer.model.graph_captures - captures,
+                captures_timed=graph_captures(trainer) - captures,
                 step_seconds=median["perf/step_seconds"],
                 answers_per_second=statistics.median(r["perf/samples_per_second"] for r in steps),
                 answers_generated=median["train/answers_generated"], **shares)
+
+
+def graph_captures(trainer: MathRLTrainer) -> int:
+    """CUDA graphs the trainer has captured so far: its decodes', and its optimizer steps' (rl_cuda_graphs)."""
+    graphs = trainer.updater.graphs
+    return trainer.model.graph_captures + (len(graphs.graphs) if graphs is not None else 0)
+
+
+def warming_up(trainer: MathRLTrainer) -> bool:
+    """Whether the graphed update has yet to capture its first graph: its first WARMUP optimizer steps run eagerly
+    and capture nothing (rl/graphs.py)."""
+    graphs = trainer.updater.graphs
+    return trainer.updater.graphed and (graphs is None or graphs.calls <= graphs.WARMUP)
 
 
 def sweep_size(s: Sweep, prompts: int):
