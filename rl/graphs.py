@@ -4,10 +4,11 @@ its arithmetic: some 300-450 launches a step (a warm-start step took 17-25 ms on
 optimizer steps at 64 prompts 12.6 ms against 5.1 ms for the bare arithmetic: results/gpu/).
 
 `CapturedSteps.step(step_fn, tensors, numbers)`: step_fn(tensors, numbers) is one whole optimizer step (forward,
-backward, clipping, AdamW) that reads nothing on the host. The first WARMUP calls run it eagerly (on a side
-stream on CUDA: AdamW's state and the kernels' lazy set-up come into being, as capture asks); from then on, each
-new set of input shapes is captured once, in a graph of its own, and replayed: later inputs of those shapes are
-copied into the captured ones, and the outputs are the captured ones (valid until the next call). `numbers`
+backward, clipping, AdamW) that reads nothing on the host. The first WARMUP calls run it eagerly, and so does the
+first call of each new set of input shapes (on a side stream on CUDA: AdamW's state and the kernels' lazy set-up
+for those shapes come into being, as capture asks; as a decode graph does, model/gpt.py); the next call of those
+shapes captures them, in a graph of their own, and every later one replays it: its inputs copied into the captured
+ones, its outputs the captured ones (valid until the next call). `numbers`
 (the update's normalisers) reach the step as 0-dim float32 device tensors, refilled before each call, so that a
 graph reads this call's values and not its capture's. Off CUDA (the tests) every call runs eagerly.
 
@@ -34,6 +35,7 @@ class CapturedSteps:
 
     def __init__(self, optimizer):
         self.optimizer, self.calls, self.graphs, self.numbers = optimizer, 0, {}, {}
+        self.warmed = set()  # the input shapes that have run eagerly (their lazy set-up done)
         self.first = optimizer.param_groups[0]["params"][0]
         self.device = self.first.device
         self.capture = self.device.type == "cuda"
@@ -73,7 +75,9 @@ class CapturedSteps:
         if not self.capture:
             self.optimizer.zero_grad(set_to_none=True)
             return step_fn(tensors, numbers)
-        if self.calls <= self.WARMUP:
+        shapes = tuple(None if t is None else (tuple(t.shape), t.dtype) for t in tensors)
+        if shapes not in self.graphs and (self.calls <= self.WARMUP or shapes not in self.warmed):
+            self.warmed.add(shapes)
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side), warnings.catch_warnings():
@@ -83,7 +87,6 @@ class CapturedSteps:
                 outputs = step_fn(tensors, numbers)
             torch.cuda.current_stream().wait_stream(side)
             return outputs
-        shapes = tuple(None if t is None else (tuple(t.shape), t.dtype) for t in tensors)
         if shapes not in self.graphs:
             inputs = tuple(None if t is None else t.clone() for t in tensors)
             self.optimizer.zero_grad(set_to_none=True)  # the capture's backward allocates the gradients it writes

@@ -111,6 +111,50 @@ def test_captured_steps_follow_the_schedule_and_drop_their_graphs_when_a_state_i
     assert not steps.graphs and seen[-1] == (pytest.approx(1e-3), 2.0)  # the loaded rate, read through the tensor
 
 
+def test_captured_steps_run_each_new_shape_eagerly_once_then_capture_it_and_replay_it(monkeypatch):
+    """The order on CUDA, CUDA's streams and graphs stood in for by ones that record it (the stand-in graph replays
+    what was captured: the step on the captured inputs, into the captured outputs): WARMUP eager calls, then each
+    new shape once eagerly and captured at its next call, every later call of it a replay that reads this call's
+    tensors (copied into the captured ones) and numbers."""
+    import contextlib
+    from types import SimpleNamespace
+    events, capturing = [], []
+
+    class Graph:
+        def replay(self):
+            events.append("replay")
+            for k, v in self.step().items():
+                self.outputs[k].copy_(v)
+
+    @contextlib.contextmanager
+    def graph(g):
+        events.append("capture")
+        capturing.append(g)
+        yield
+        capturing.pop()
+    stream = SimpleNamespace(wait_stream=lambda other: None)
+    monkeypatch.setattr(torch.cuda, "Stream", lambda: stream)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: stream)
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
+    monkeypatch.setattr(torch.cuda, "graph", graph)
+    steps = CapturedSteps(torch.optim.AdamW(torch.nn.Linear(2, 2).parameters(), fused=True))
+    steps.capture = True
+
+    def step_fn(tensors, numbers):
+        step = lambda: {"y": tensors[0] * numbers["n"]}
+        if not capturing:
+            events.append("eager")
+            return step()
+        capturing[-1].step, capturing[-1].outputs = step, step()
+        return capturing[-1].outputs
+    for rows, n in [(4, 1.0)] * 3 + [(4, 2.0), (4, 3.0), (8, 1.0), (8, 2.0), (4, 5.0), (8, 7.0)]:
+        x = torch.rand(rows)
+        assert torch.equal(steps.step(step_fn, (x, None), {"n": n})["y"], x * n)  # this call's, however it ran
+    assert events == ["eager"] * 3 + ["capture", "replay", "replay", "eager", "capture", "replay", "replay", "replay"]
+    assert len(steps.graphs) == 2 and steps.calls == 9
+
+
 def test_a_graphed_runs_snapshot_resumes_exactly_and_holds_a_portable_optimizer(tmp_path):
     """The snapshot saves rates as numbers and capturable off; a graphed run resumed from it continues as the
     uninterrupted one did, bit for bit (on the CPU: the same eager arithmetic)."""

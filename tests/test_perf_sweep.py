@@ -143,8 +143,11 @@ def test_whole_steps_with_graphed_updates_are_timed_once_the_update_captures_no_
             self.updater = SimpleNamespace(graphed=True, graphs=None)
 
         def train_step(self):  # one optimizer step a step: eager for WARMUP calls, then one capture
-            graphs = self.updater.graphs = self.updater.graphs or SimpleNamespace(calls=0, WARMUP=3, graphs={})
+            if self.updater.graphs is None:
+                self.updater.graphs = SimpleNamespace(calls=0, WARMUP=3, graphs={}, warmed=set())
+            graphs = self.updater.graphs
             graphs.calls += 1
+            graphs.warmed.add((64,))
             if graphs.calls == graphs.WARMUP + 1:
                 graphs.graphs[(64,)] = "graph"
             return {"perf/step_seconds": 0.1 if graphs.calls > graphs.WARMUP + 1 else 1.0,

@@ -454,9 +454,10 @@ def sweep_steps(s: Sweep, prompts: int, precision: str, graphs: bool, matmul: bo
 
 
 def graph_captures(trainer: MathRLTrainer) -> int:
-    """CUDA graphs the trainer has captured so far: its decodes', and its optimizer steps' (rl_cuda_graphs)."""
+    """CUDA graphs the trainer has captured so far: its decodes', and its optimizer steps' (rl_cuda_graphs), where each
+    new shape first runs eagerly, then is captured (both counted: neither is a step's steady cost)."""
     graphs = trainer.updater.graphs
-    return trainer.model.graph_captures + (len(graphs.graphs) if graphs is not None else 0)
+    return trainer.model.graph_captures + (len(graphs.graphs) + len(graphs.warmed) if graphs is not None else 0)
 
 
 def warming_up(trainer: MathRLTrainer) -> bool:
