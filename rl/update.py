@@ -13,9 +13,9 @@ skips among them): on CUDA each read is a host sync, and an optimizer step has n
 The schedule (linear warmup, cosine decay: `lr_lambda`) follows RL steps, one `schedule` a step.
 
 With rl_cuda_graphs on one CUDA device (`graphs_apply`), each optimizer step is replayed from a CUDA graph
-(rl/graphs.py) instead of some 450 kernel launches: its rows padded with blank ones (an empty mask and zeros: loss
-and gradient exactly 0) to a power of two (`padded_rows`: a graph per size, at most twice the rows), its
-normalisers read from device scalars. The same step to float rounding (the padding changes how sums are split).
+(rl/graphs.py) instead of some 450 kernel launches: its rows padded with copies of the first (an empty mask and
+advantage 0: loss and gradient exactly 0) to a power of two (`padded_rows`: a graph per size, at most twice the
+rows), its normalisers read from device scalars. The same step to float rounding (the padding changes how sums are split).
 
 ScheduleSettings: the settings of RL's optimizer steps (how many, in how many micro-batches, AdamW and its
 learning-rate schedule; the warm start's AdamW shares weight_decay, the betas and grad_clip).
@@ -167,22 +167,30 @@ class UpdateBatch:
         return UpdateBatch(*(None if getattr(self, f.name) is None else getattr(self, f.name)[rows]
                              for f in fields(self)))
 
-    def blank(self, pad_token: int) -> "UpdateBatch":
-        """One all-pad row shaped like these rows, with an empty mask and zeros elsewhere: what a rank
+    def blank(self, pad_token: int, num_rows: int = 1) -> "UpdateBatch":
+        """num_rows all-pad rows shaped like these rows, with an empty mask and zeros elsewhere: what a rank
         with nothing to forward forwards, so it still joins every gradient all-reduce."""
-        return self.padded(self.sequences.new_zeros(0), 1, pad_token)
-
-    def padded(self, rows: torch.Tensor, num_rows: int, pad_token: int) -> "UpdateBatch":
-        """Rows `rows` (indices), then blank rows up to num_rows: all-pad tokens, an empty mask, zeros elsewhere."""
-        def padded(name):
+        def blank(name):
             t = getattr(self, name)
             if t is None:
                 return None
             fill = pad_token if name in ("sequences", "generated") else 0
-            out = torch.full((num_rows, *t.shape[1:]), fill, dtype=t.dtype, device=t.device)
-            out[:len(rows)] = t[rows]
-            return out
-        return UpdateBatch(*(padded(f.name) for f in fields(self)))
+            return torch.full((num_rows, *t.shape[1:]), fill, dtype=t.dtype, device=t.device)
+        return UpdateBatch(*(blank(f.name) for f in fields(self)))
+
+    def padded(self, rows: torch.Tensor, num_rows: int, pad_token: int) -> "UpdateBatch":
+        """Rows `rows` (indices on the device), then num_rows - len(rows) rows that add nothing: copies of the first
+        with an empty mask and advantage 0, whose loss and gradient are exactly 0 and whose log-probs are as finite
+        as a real row's (a blank row's pad tokens may be so unlikely that a KL term's exp overflows, and its
+        gradient is then nan, not 0); blank rows when there is none."""
+        if len(rows) == 0:
+            return self.blank(pad_token, num_rows)
+        n = len(rows)
+        out = self.select(torch.cat([rows, rows[:1].expand(num_rows - n)]))
+        out.mask[n:] = 0
+        if out.advantages is not None:
+            out.advantages[n:] = 0
+        return out
 
 
 # loss_fn(part, norm) -> {"loss": tensor to backward, "total": its value (detached), and stats to sum}
@@ -292,8 +300,8 @@ class Updater:
 
     def graphed_step(self, learner: Learner, data: UpdateBatch, rows: torch.Tensor, norm: dict, loss_fn: LossFn,
                      on_device: dict):
-        """optimizer_step as a replayed CUDA graph (rl/graphs.py): the minibatch's rows (on the device) padded with
-        blank rows to padded_rows, one micro-batch, the policy alone; its statistics summed into on_device."""
+        """optimizer_step as a replayed CUDA graph (rl/graphs.py): the minibatch's rows (on the device) padded to
+        padded_rows (UpdateBatch.padded), one micro-batch, the policy alone; its statistics summed into on_device."""
         if self.graphs is None:
             self.graphs = CapturedSteps(learner.optimizer)
         names = [f.name for f in fields(data) if getattr(data, f.name) is not None]

@@ -31,14 +31,29 @@ def test_padded_rows_is_the_next_power_of_two_at_most_the_largest_minibatch():
     assert padded_rows(300, 256) == 300  # never fewer rows than given
 
 
-def test_a_padded_batch_holds_the_rows_then_blank_ones():
+def test_a_padded_batch_holds_the_rows_then_copies_of_the_first_that_add_nothing():
     data = UpdateBatch(sequences=torch.tensor([[1, 2], [3, 4], [5, 6]]), generated=torch.tensor([[2], [4], [6]]),
-                       mask=torch.tensor([[1.0], [1.0], [0.0]]), advantages=torch.tensor([0.5, -1.0, 2.0]))
+                       mask=torch.tensor([[1.0], [1.0], [1.0]]), advantages=torch.tensor([0.5, -1.0, 2.0]),
+                       ref_logp=torch.tensor([[-0.1], [-0.2], [-0.3]]))
     part = data.padded(torch.tensor([2, 0]), 4, pad_token=9)
-    assert part.sequences.tolist() == [[5, 6], [1, 2], [9, 9], [9, 9]]
-    assert part.generated.tolist() == [[6], [2], [9], [9]]
-    assert part.mask.tolist() == [[0.0], [1.0], [0.0], [0.0]] and part.advantages.tolist() == [2.0, 0.5, 0.0, 0.0]
-    assert part.old_logp is None and part.ref_logp is None
+    assert part.sequences.tolist() == [[5, 6], [1, 2], [5, 6], [5, 6]]
+    assert part.generated.tolist() == [[6], [2], [6], [6]]
+    assert torch.equal(part.ref_logp, data.ref_logp[[2, 0, 2, 2]])  # a real row's log-probs: finite terms
+    assert part.mask.tolist() == [[1.0], [1.0], [0.0], [0.0]] and part.advantages.tolist() == [2.0, 0.5, 0.0, 0.0]
+    assert part.old_logp is None and data.mask.tolist() == [[1.0]] * 3  # (the batch itself untouched)
+    none = data.padded(torch.tensor([], dtype=torch.long), 2, pad_token=9)  # no row to copy: blank rows
+    assert none.sequences.tolist() == [[9, 9], [9, 9]] and none.mask.tolist() == [[0.0], [0.0]]
+    assert none.advantages.tolist() == [0.0, 0.0] and none.ref_logp.tolist() == [[0.0], [0.0]]
+
+
+def test_why_padding_copies_a_row_rather_than_blank_rows():
+    """A blank row's reference log-prob is 0, and its pad tokens' own log-prob may be far below it: k3's
+    exp(ref - logp) overflows, and though the mask zeroes its value, its gradient is nan (0 x inf); a copy of a
+    real row has the real row's finite terms, and a gradient of exactly 0."""
+    for logp, ref, finite in ((-100.0, 0.0, False), (-0.3, -0.3, True)):
+        x = torch.tensor([[logp]], requires_grad=True)
+        algorithms.masked(algorithms.compute_kl(x, torch.tensor([[ref]]), "k3"), torch.zeros(1, 1)).sum().backward()
+        assert torch.isfinite(x.grad).all() == finite and (x.grad == 0).all() == finite
 
 
 @pytest.mark.parametrize("overrides", [
