@@ -1,11 +1,12 @@
 #!/bin/bash
 # Prepared for the next device check of issue 33 (not yet run): the CUDA tests (compile, the graphed warm-start
-# step and a run with it are new since the last check), then the presets' GPU settings with --sft_cuda_graphs=true
-# on seeds 1337, 0 and 1 with Python's bytecode cached (as results/gpu/session6.sh caches it), the RL step's
-# reads of the device before and after and with RL's optimizer steps graphed (session7_probe.py; the tree before,
-# e5829fa, carried as .old_tree: mkdir .old_tree && git archive e5829fa rl model configs | tar -x -C .old_tree),
-# the adder's run with graphed warm-start steps under cProfile (its checks against its steps), two candidate
-# settings on validation (seed 0), then the sweep (with --rl_cuda_graphs rows).
+# step and a run with it, and RL's graphed optimizer steps are new since the last check), then the presets' GPU
+# settings with --sft_cuda_graphs=true on seeds 1337, 0 and 1 with Python's bytecode cached (as
+# results/gpu/session6.sh caches it), two candidate settings on validation (seed 0), the RL step's reads of the
+# device before and after and with RL's optimizer steps graphed (session7_probe.py; the tree before, e5829fa,
+# carried as .old_tree: mkdir .old_tree && git archive e5829fa rl model configs | tar -x -C .old_tree), the
+# adder's run with graphed warm-start steps under cProfile (its checks against its steps), then the sweep (with
+# --rl_cuda_graphs rows).
 #   bash results/gpu/session7.sh          # about 9.5 minutes on an H200 (run it with timeout_s=590)
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 unset PYTHONDONTWRITEBYTECODE
@@ -27,6 +28,17 @@ timeout 90 $B --configs MultiplierRLConfig --set rl_ga_steps=1 eval_interval=5 e
 timeout 120 $B --configs Multiplier3RLConfig --set rl_ga_steps=1 eval_interval=5 eval_batch_size=1000 \
   rl_train_steps=400 rl_target_accuracy=0.99 matmul_attention=true sft_target_accuracy=0.95 sft_cuda_graphs=true \
   > $W/presets-multiplier3.log 2>&1; tail -2 $W/presets-multiplier3.log | cut -c1-300; save
+# A candidate, for validation only (seed 0): DAPO's two minibatches are two launch-bound optimizer steps a step (the
+# update at 64 prompts took 12 ms, the bare forward + backward + AdamW of the whole batch 5.5 ms): one minibatch
+timeout 60 python3 -m rl.tools.benchmark --results $G --seeds 0 --configs AdderRLConfig --set rl_ga_steps=1 \
+  eval_interval=2 eval_batch_size=1000 rl_train_steps=600 rl_target_accuracy=0.995 matmul_attention=true \
+  sft_target_accuracy=0.9 sft_batch_size=512 sft_learning_rate=2e-3 sft_max_steps=1500 sft_cuda_graphs=true \
+  ppo_minibatches=1 > $W/candidate-adder.log 2>&1; tail -2 $W/candidate-adder.log | cut -c1-300; save
+# and each optimizer step replayed from a CUDA graph (--rl_cuda_graphs), validation only (seed 0)
+timeout 60 python3 -m rl.tools.benchmark --results $G --seeds 0 --configs AdderRLConfig --set rl_ga_steps=1 \
+  eval_interval=2 eval_batch_size=1000 rl_train_steps=600 rl_target_accuracy=0.995 matmul_attention=true \
+  sft_target_accuracy=0.9 sft_batch_size=512 sft_learning_rate=2e-3 sft_max_steps=1500 sft_cuda_graphs=true \
+  rl_cuda_graphs=true > $W/candidate-adder-graphs.log 2>&1; tail -2 $W/candidate-adder-graphs.log | cut -c1-300; save
 # the update alone and whole steps at 64 prompts: the tree before the fewer reads, after, and after with RL's
 # optimizer steps graphed, in turn (A B C A B C)
 for r in 1 2; do for t in old new graphed; do
@@ -41,17 +53,6 @@ timeout 60 python3 -m cProfile -o /tmp/adder.prof rl/rl_ddp.py --config_name Add
 python3 -c "import pstats; p = pstats.Stats('/tmp/adder.prof'); p.sort_stats('cumulative').print_stats(60)" \
   > $W/profile-adder-prof.txt 2>&1; grep -E "supervised_step|evaluate\)|train_warm_start" $W/profile-adder-prof.txt
 save
-# A candidate, for validation only (seed 0): DAPO's two minibatches are two launch-bound optimizer steps a step (the
-# update at 64 prompts took 12 ms, the bare forward + backward + AdamW of the whole batch 5.5 ms): one minibatch
-timeout 60 python3 -m rl.tools.benchmark --results $G --seeds 0 --configs AdderRLConfig --set rl_ga_steps=1 \
-  eval_interval=2 eval_batch_size=1000 rl_train_steps=600 rl_target_accuracy=0.995 matmul_attention=true \
-  sft_target_accuracy=0.9 sft_batch_size=512 sft_learning_rate=2e-3 sft_max_steps=1500 sft_cuda_graphs=true \
-  ppo_minibatches=1 > $W/candidate-adder.log 2>&1; tail -2 $W/candidate-adder.log | cut -c1-300; save
-# and each optimizer step replayed from a CUDA graph (--rl_cuda_graphs), validation only (seed 0)
-timeout 60 python3 -m rl.tools.benchmark --results $G --seeds 0 --configs AdderRLConfig --set rl_ga_steps=1 \
-  eval_interval=2 eval_batch_size=1000 rl_train_steps=600 rl_target_accuracy=0.995 matmul_attention=true \
-  sft_target_accuracy=0.9 sft_batch_size=512 sft_learning_rate=2e-3 sft_max_steps=1500 sft_cuda_graphs=true \
-  rl_cuda_graphs=true > $W/candidate-adder-graphs.log 2>&1; tail -2 $W/candidate-adder-graphs.log | cut -c1-300; save
 # the sweep at 4,096 prompts again: now with the compile's seconds (first_call_seconds, warmup_seconds) and rows with
 # --rl_cuda_graphs
 timeout 150 python3 -m rl.tools.perf --device cuda --sizes 4096 --reps 5 --budget 2 \
