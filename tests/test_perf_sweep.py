@@ -158,3 +158,18 @@ def test_whole_steps_with_graphed_updates_are_timed_once_the_update_captures_no_
     sweep.trainer = lambda prompts, **overrides: Trainer()
     row = sweep_steps(sweep, 2, "auto", graphs=True, rl_graphs=True)
     assert row["warmup_steps"] == 5 and row["captures_timed"] == 0 and row["step_seconds"] == 0.1
+
+
+def test_the_sweep_table_puts_each_kind_of_update_in_its_own_column():
+    """An update with matmul attention, compiled, and graphed (rl_cuda_graphs) each in its column, whatever the order
+    of the rows."""
+    from rl.tools.perf import sweep_table
+    row = lambda seconds, **labels: {"metric": "sweep_update", "prompts": 64, "precision": "bf16", "status": "ok",
+                                     "seconds": seconds, **labels}
+    rows = [row(0.003, matmul_attention=True, rl_cuda_graphs=True), row(0.02, matmul_attention=True, compile=True),
+            row(0.01, matmul_attention=True), row(0.012)]
+    header, _, line = ([c.strip() for c in text.split("|")] for text in sweep_table(rows).splitlines())
+    update = header.index("update s bf16")  # (the step's columns that follow repeat some names)
+    assert header[update:update + 4] == ["update s bf16", "the same, matmul attention", "and compiled",
+                                         "or graphed (rl_cuda_graphs)"]
+    assert line[update:update + 4] == ["0.0120", "0.0100", "0.0200", "0.0030"]

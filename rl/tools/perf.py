@@ -534,21 +534,26 @@ def sweep_table(rows: list) -> str:
     for prompts in sorted({r["prompts"] for r in rows}):
         tok = lambda precision, graphs: cell("sweep_sampling", prompts, "tokens_per_second", "{:,.0f}",
                                              precision=precision, graphs=graphs)
-        sec = lambda metric, precision: cell(metric, prompts, "seconds", "{:.4f}", precision=precision)
-        matmul = lambda metric, key, fmt: cell(metric, prompts, key, fmt, matmul_attention=True, compile=None)
+        sec = lambda metric, precision: cell(metric, prompts, "seconds", "{:.4f}", precision=precision,
+                                             matmul_attention=None, compile=None, rl_cuda_graphs=None)
+        matmul = lambda metric, key, fmt: cell(metric, prompts, key, fmt, matmul_attention=True, compile=None,
+                                               rl_cuda_graphs=None)
         compiled = lambda metric, key, fmt: cell(metric, prompts, key, fmt, compile=True)
+        graphed = lambda metric, key, fmt: cell(metric, prompts, key, fmt, rl_cuda_graphs=True)
         lines.append([prompts, tok("fp32", False), tok("bf16", True),
                       matmul("sweep_sampling", "tokens_per_second", "{:,.0f}"), sec("sweep_update", "fp32"),
                       sec("sweep_update", "bf16"), matmul("sweep_update", "seconds", "{:.4f}"),
-                      compiled("sweep_update", "seconds", "{:.4f}"),
+                      compiled("sweep_update", "seconds", "{:.4f}"), graphed("sweep_update", "seconds", "{:.4f}"),
                       f"{sec('sweep_forward_backward', 'fp32')} / {sec('sweep_forward_backward', 'bf16')}",
                       cell("sweep_step", prompts, "answers_per_second", "{:,.0f}", precision="auto"),
                       matmul("sweep_step", "answers_per_second", "{:,.0f}"),
-                      compiled("sweep_step", "answers_per_second", "{:,.0f}"), shares(prompts)])
+                      compiled("sweep_step", "answers_per_second", "{:,.0f}"),
+                      graphed("sweep_step", "answers_per_second", "{:,.0f}"), shares(prompts)])
     headers = ["prompts", "sampling tok/s eager fp32", "sampling tok/s graphs bf16", "the same, matmul attention",
                "update s fp32", "update s bf16", "the same, matmul attention", "and compiled",
-               "bare fwd+bwd+AdamW s fp32 / bf16", "step answers/s (auto)", "the same, matmul attention",
-               "and compiled", "step shares rollout / reward / update / other (auto)"]
+               "or graphed (rl_cuda_graphs)", "bare fwd+bwd+AdamW s fp32 / bf16", "step answers/s (auto)",
+               "the same, matmul attention", "and compiled", "or graphed",
+               "step shares rollout / reward / update / other (auto)"]
     return markdown_table(headers, lines)
 
 
