@@ -14,8 +14,11 @@ from rl.math_trainer import TrainingError
 
 
 # ---- numerical guard ----------------------------------------------------------------------------
-def test_non_finite_loss_skips_the_update_and_stops_after_max_bad_steps(monkeypatch):
-    trainer = make_trainer(max_bad_steps=3)
+@pytest.mark.parametrize("graphed", [False, True])
+def test_non_finite_loss_skips_the_update_and_stops_after_max_bad_steps(monkeypatch, graphed):
+    """graphed: the update's graphed path (rl_cuda_graphs; on the CPU it runs eagerly, padded: tests/test_graphs.py)."""
+    trainer = make_trainer(max_bad_steps=3, **({"rl_ga_steps": 1} if graphed else {}))
+    trainer.updater.graphed = graphed
     trainer.train_step()
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     adam = lambda: [v.clone() for state in trainer.actor.optimizer.state.values() for v in state.values()]
@@ -26,6 +29,7 @@ def test_non_finite_loss_skips_the_update_and_stops_after_max_bad_steps(monkeypa
     for expected in (1, 2):
         metrics = trainer.train_step()
         assert metrics["train/skipped_steps"] == expected
+        assert (trainer.updater.graphs is not None) == graphed  # the path asked for took the steps
         assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
         # AdamW's moments and step counts too: the guard skips the whole step (on the device: found_inf)
         adam_now = adam()
