@@ -15,7 +15,7 @@ The schedule (linear warmup, cosine decay: `lr_lambda`) follows RL steps, one `s
 With rl_cuda_graphs on one CUDA device (`graphs_apply`), each optimizer step is replayed from a CUDA graph
 (rl/graphs.py) instead of some 450 kernel launches: its rows padded with copies of the first (an empty mask and
 advantage 0: loss and gradient exactly 0) to a power of two (`padded_rows`: a graph per size, at most twice the
-rows), its normalisers read from device scalars. The same step to float rounding (the padding changes how sums are split).
+rows), its normalisers read from device scalars. The same step to float rounding (padding splits the sums otherwise).
 
 ScheduleSettings: the settings of RL's optimizer steps (how many, in how many micro-batches, AdamW and its
 learning-rate schedule; the warm start's AdamW shares weight_decay, the betas and grad_clip).
@@ -205,8 +205,9 @@ class Updater:
         self.config, self.info, self.answer_len, self.pad_token = config, info, answer_len, pad_token
         self.graphs = None  # graphed: the policy's CapturedSteps, made at the first optimizer step
         self.graphed = graphed
-        # the most rows a minibatch can have: this rank's answers of a step, split into ppo_minibatches
-        self.most_rows = -(-config.rl_batch_size // info.world_size * config.rl_rollout_size // config.ppo_minibatches)
+        # the most rows a minibatch can have: this rank's answers of a step, split into ppo_minibatches (rounded up)
+        answers = config.rl_batch_size // info.world_size * config.rl_rollout_size
+        self.most_rows = -(-answers // config.ppo_minibatches)
 
     def run(self, learners: list, data: UpdateBatch, loss_fn: LossFn, step: int, *, skip_zero=False) -> dict:
         """Every optimizer step of RL step `step`; returns the statistics summed over micro-batches and
