@@ -341,6 +341,32 @@ def test_a_continued_warm_starts_graphed_step_keeps_adamws_step_counts_on_the_de
     assert all(g["lr"].device.type == "meta" and g["capturable"] for g in loaded.param_groups)
 
 
+def test_a_graphed_warm_start_step_runs_eagerly_off_cuda_as_the_plain_step():
+    """GraphedStep off CUDA (every step eager, rl/graphs.py): the plain step's losses, and its weights to the float32
+    rounding of the rate it holds in a tensor, the schedule followed; what the CUDA test then adds is the capture."""
+    import copy
+    from torch.optim.lr_scheduler import LambdaLR
+    trainer = make_trainer()
+    env, plain = trainer.env, trainer.model.train()
+    graphed_model = copy.deepcopy(plain)
+    optimizers = [m.configure_optimizer(lr=1e-3, weight_decay=0.01, betas=(0.9, 0.99)) for m in (plain, graphed_model)]
+    schedules = [LambdaLR(o, lambda k: min(1.0, (k + 1) / 4)) for o in optimizers]
+    graphed, rng = warm_start.GraphedStep(optimizers[1], grad_clip=1.0), np.random.default_rng(0)
+    for step in range(6):
+        a, b = env.sample_operands(32, rng)
+        expected = warm_start.teacher_forced_step(plain, env, optimizers[0], a, b, "cpu", grad_clip=1.0)
+        loss = warm_start.teacher_forced_step(graphed_model, env, optimizers[1], a, b, "cpu", grad_clip=1.0,
+                                              graphed=graphed)
+        assert loss.item() == expected.item(), step
+        for schedule in schedules:
+            schedule.step()
+    assert graphed.calls == 6 and not graphed.graphs
+    assert optimizers[1].param_groups[0]["lr"].item() == pytest.approx(1e-3)  # the schedule's rate reached the step
+    for (name, p), q in zip(plain.named_parameters(), graphed_model.parameters()):
+        assert torch.allclose(p, q, rtol=0, atol=1e-7), name
+    assert not torch.equal(plain.wte.weight, make_trainer().model.wte.weight)  # it trained
+
+
 def test_dropout_is_reseeded_only_where_there_is_dropout(monkeypatch):
     calls = []
     monkeypatch.setattr(warm_start.seeding, "seed_dropout", lambda *a: calls.append(a))
