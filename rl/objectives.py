@@ -139,7 +139,9 @@ class PolicyGradient:
         if part.ref_logp is not None:  # the KL term, with the estimator asked for
             # differentiated through logp: k2's gradient is that of KL(pi || pi_ref), k3's that of the
             # forward KL(pi_ref || pi) (rl/algorithms.py, KL_PLACEMENT)
-            kl = compute_kl(logp, part.ref_logp, c.kl_estimator)
+            # (where the mask is empty, logp is the reference's: a masked token's log-ratio may be so large that
+            # k3's exp overflows, and its gradient would be nan, not 0, though the mask zeroes its value)
+            kl = compute_kl(torch.where(part.mask.bool(), logp, part.ref_logp), part.ref_logp, c.kl_estimator)
             out["kl_loss"] = c.kl_coef * aggregate(kl, part.mask, c.loss_aggregation, **norm)
             loss = loss + out["kl_loss"]
             # what train/kl reports is always k3, whichever estimator the loss uses

@@ -180,9 +180,8 @@ class UpdateBatch:
 
     def padded(self, rows: torch.Tensor, num_rows: int, pad_token: int) -> "UpdateBatch":
         """Rows `rows` (indices on the device), then num_rows - len(rows) rows that add nothing: copies of the first
-        with an empty mask and advantage 0, whose loss and gradient are exactly 0 and whose log-probs are as finite
-        as a real row's (a blank row's pad tokens may be so unlikely that a KL term's exp overflows, and its
-        gradient is then nan, not 0); blank rows when there is none."""
+        with an empty mask and advantage 0, whose loss and gradient are exactly 0 and every term of theirs (ratios,
+        KL) as a real row's, where a blank row's pad tokens may be very unlikely; blank rows when there is none."""
         if len(rows) == 0:
             return self.blank(pad_token, num_rows)
         n = len(rows)
