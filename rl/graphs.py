@@ -8,9 +8,9 @@ backward, clipping, AdamW) that reads nothing on the host. The first WARMUP call
 first call of each new set of input shapes (on a side stream on CUDA: AdamW's state and the kernels' lazy set-up
 for those shapes come into being, as capture asks; as a decode graph does, model/gpt.py); the next call of those
 shapes captures them, in a graph of their own, and every later one replays it: its inputs copied into the captured
-ones, its outputs the captured ones (valid until the next call). `numbers`
-(the update's normalisers) reach the step as 0-dim float32 device tensors, refilled before each call, so that a
-graph reads this call's values and not its capture's. Off CUDA (the tests) every call runs eagerly.
+ones, its outputs the captured ones (valid until the next call). `numbers` (the update's normalisers) reach the
+step as 0-dim float32 device tensors, refilled before each call, so that a graph reads this call's values and not
+its capture's. Off CUDA (the tests) every call runs eagerly.
 
 The optimizer turns capturable, each learning rate a device tensor that takes whatever number the schedule (or a
 loaded state) writes into the group; a state loaded into the optimizer (a snapshot) drops every graph, since

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from helpers import TINY_ARGS, load, make_trainer, run
-from rl import algorithms
 from rl.dist import DistInfo
 from rl.errors import ConfigError
 from rl.graphs import CapturedSteps
