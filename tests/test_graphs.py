@@ -8,11 +8,12 @@ import copy
 import pytest
 import torch
 
-from helpers import TINY_ARGS, load, make_trainer, run
+from helpers import TINY_ARGS, load, make_config, make_trainer, run
 from rl.dist import DistInfo
 from rl.errors import ConfigError
 from rl.graphs import CapturedSteps
-from rl.update import UpdateBatch, padded_rows
+from rl.long_env import LongAdditionEnvironment
+from rl.update import UpdateBatch, graphs_apply, padded_rows
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -183,15 +184,11 @@ def test_a_graphed_runs_snapshot_resumes_exactly_and_holds_a_portable_optimizer(
     (dict(rl_ga_steps=1, rl_algorithm="dpo"), "it needs a policy-gradient objective \\(not ppo_critic or dpo"),
 ])
 def test_rl_cuda_graphs_is_refused_where_a_step_cannot_be_captured(overrides, message):
-    from helpers import make_config
     with pytest.raises(ConfigError, match=message):
         make_config(rl_cuda_graphs=True, **overrides)
 
 
 def test_rl_cuda_graphs_applies_only_on_one_cuda_device():
-    from rl.long_env import LongAdditionEnvironment
-    from rl.update import graphs_apply
-    from helpers import make_config
     config, cuda = make_config(rl_cuda_graphs=True, rl_ga_steps=1), DistInfo(device=torch.device("cuda"))
     env = make_trainer().env
     assert graphs_apply(config, env, cuda)
