@@ -64,6 +64,14 @@ class CapturedSteps:
                     if torch.is_tensor(step):
                         self.optimizer.state[p]["step"] = step.to(p.device)
 
+    def one_offs(self) -> int:
+        """The one-off costs paid so far: shapes run eagerly once before their capture, and captures."""
+        return len(self.warmed) + len(self.graphs)
+
+    def warming_up(self) -> bool:
+        """Whether the next call still runs eagerly whatever its shape (the first WARMUP calls)."""
+        return self.calls < self.WARMUP
+
     def step(self, step_fn, tensors: tuple, numbers: dict = None):
         """step_fn(tensors, numbers)'s outputs after one optimizer step: eagerly, or replayed from the graph of
         these shapes. tensors: a tuple of tensors (None where absent); numbers: {name: float}."""

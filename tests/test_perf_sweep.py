@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import torch
 
+from rl.graphs import CapturedSteps
 from rl.tools.perf import MAX_WARMUP_STEPS, NO_CUDA, Sweep, sweep_main, sweep_steps
 
 SHARES = ("rollout", "reward", "update", "other")
@@ -144,7 +145,7 @@ def test_whole_steps_with_graphed_updates_are_timed_once_the_update_captures_no_
 
         def train_step(self):  # one optimizer step a step: eager for WARMUP calls, then one capture
             if self.updater.graphs is None:
-                self.updater.graphs = SimpleNamespace(calls=0, WARMUP=3, graphs={}, warmed=set())
+                self.updater.graphs = CapturedSteps(torch.optim.AdamW(torch.nn.Linear(2, 2).parameters()))
             graphs = self.updater.graphs
             graphs.calls += 1
             graphs.warmed.add((64,))

@@ -457,14 +457,14 @@ def graph_captures(trainer: MathRLTrainer) -> int:
     """CUDA graphs the trainer has captured so far: its decodes', and its optimizer steps' (rl_cuda_graphs), where each
     new shape first runs eagerly, then is captured (both counted: neither is a step's steady cost)."""
     graphs = trainer.updater.graphs
-    return trainer.model.graph_captures + (len(graphs.graphs) + len(graphs.warmed) if graphs is not None else 0)
+    return trainer.model.graph_captures + (graphs.one_offs() if graphs is not None else 0)
 
 
 def warming_up(trainer: MathRLTrainer) -> bool:
     """Whether the graphed update has yet to capture its first graph: its first WARMUP optimizer steps run eagerly
-    and capture nothing (rl/graphs.py)."""
+    and capture nothing, and the next captures (rl/graphs.py)."""
     graphs = trainer.updater.graphs
-    return trainer.updater.graphed and (graphs is None or graphs.calls <= graphs.WARMUP)
+    return trainer.updater.graphed and (graphs is None or graphs.warming_up() or not graphs.graphs)
 
 
 def sweep_size(s: Sweep, prompts: int):
