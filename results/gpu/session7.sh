@@ -1,12 +1,13 @@
 #!/bin/bash
-# Prepared for the next device check of issue 33 (not yet run): the CUDA tests (compile, the graphed warm-start
-# step and a run with it, and RL's graphed optimizer steps are new since the last check), then the presets' GPU
-# settings with --sft_cuda_graphs=true on seeds 1337, 0 and 1 with Python's bytecode cached (as
-# results/gpu/session6.sh caches it), two candidate settings on validation (seed 0), the RL step's reads of the
-# device before and after and with RL's optimizer steps graphed (session7_probe.py; the tree before, e5829fa,
-# carried as .old_tree: mkdir .old_tree && git archive e5829fa rl model configs | tar -x -C .old_tree), the
-# adder's run with graphed warm-start steps under cProfile (its checks against its steps), then the sweep (with
-# --rl_cuda_graphs rows).
+# Prepared for the next device check of issue 33 (not yet run), in order of what the targets need: the CUDA tests
+# (compile, the graphed warm-start step and a run with it, and RL's graphed optimizer steps are new since the last
+# check); with Python's bytecode cached (as results/gpu/session6.sh caches it) and --sft_cuda_graphs=true, the
+# adder and the multiplier at 256 prompts a step (chosen on validation on the CPU: results/study/gpu-recipe-on-cpu/)
+# and 3-digit multiplication at its settings, on seeds 1337, 0 and 1; on validation (seed 0), 3-digit
+# multiplication at 256 prompts and the adder with --rl_cuda_graphs; the RL step's reads of the device before and
+# after and with RL's optimizer steps graphed (session7_probe.py, at 64 prompts, then at 256; the tree before,
+# e5829fa, carried as .old_tree: mkdir .old_tree && git archive e5829fa rl model configs | tar -x -C .old_tree);
+# then the sweep (with --rl_cuda_graphs rows).
 #   bash results/gpu/session7.sh          # about 9.5 minutes on an H200 (run it with timeout_s=590)
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 unset PYTHONDONTWRITEBYTECODE
@@ -19,40 +20,37 @@ timeout 150 python3 -m pytest -q tests/test_precision.py tests/test_graphs.py > 
 # the tests above filled most of the bytecode cache; one short run fills the rest (as session6.sh)
 timeout 60 python3 rl/rl_ddp.py --config_name AdderRLConfig --debug --no_wandb --out_dir=/tmp/fill > $W/fill.log 2>&1
 B="python3 -m rl.tools.benchmark --results $G --seeds 1337 0 1"
-timeout 90 $B --configs AdderRLConfig --set rl_ga_steps=1 eval_interval=2 eval_batch_size=1000 rl_train_steps=600 \
-  rl_target_accuracy=0.995 matmul_attention=true sft_target_accuracy=0.9 sft_batch_size=512 sft_learning_rate=2e-3 \
-  sft_max_steps=1500 sft_cuda_graphs=true > $W/presets-adder.log 2>&1; tail -2 $W/presets-adder.log | cut -c1-300; save
+# the adder at 256 prompts a step (chosen on validation on the CPU: results/study/gpu-recipe-on-cpu/, RL held 0.995
+# in 30-124 steps against 214-340 at 64 prompts; the records of its settings at 64 are in ../NVIDIA-H200/)
+A="rl_ga_steps=1 eval_interval=2 eval_batch_size=1000 rl_train_steps=600 rl_target_accuracy=0.995 matmul_attention=true \
+  sft_target_accuracy=0.9 sft_batch_size=512 sft_learning_rate=2e-3 sft_max_steps=1500 sft_cuda_graphs=true rl_batch_size=256"
+timeout 90 $B --configs AdderRLConfig --set $A > $W/presets-adder.log 2>&1; tail -2 $W/presets-adder.log | cut -c1-300; save
+# the multiplier at 256 prompts a step too (chosen on validation on the CPU, the same study)
 timeout 90 $B --configs MultiplierRLConfig --set rl_ga_steps=1 eval_interval=5 eval_batch_size=2000 \
   rl_train_steps=400 rl_target_accuracy=0.995 matmul_attention=true sft_target_accuracy=0.95 sft_max_steps=1500 \
-  sft_cuda_graphs=true > $W/presets-multiplier.log 2>&1; tail -2 $W/presets-multiplier.log | cut -c1-300; save
+  sft_cuda_graphs=true rl_batch_size=256 > $W/presets-multiplier.log 2>&1; tail -2 $W/presets-multiplier.log | cut -c1-300
+save
 timeout 120 $B --configs Multiplier3RLConfig --set rl_ga_steps=1 eval_interval=5 eval_batch_size=1000 \
   rl_train_steps=400 rl_target_accuracy=0.99 matmul_attention=true sft_target_accuracy=0.95 sft_cuda_graphs=true \
   > $W/presets-multiplier3.log 2>&1; tail -2 $W/presets-multiplier3.log | cut -c1-300; save
-# A candidate, for validation only (seed 0): DAPO's two minibatches are two launch-bound optimizer steps a step (the
-# update at 64 prompts took 12 ms, the bare forward + backward + AdamW of the whole batch 5.5 ms): one minibatch
-timeout 60 python3 -m rl.tools.benchmark --results $G --seeds 0 --configs AdderRLConfig --set rl_ga_steps=1 \
-  eval_interval=2 eval_batch_size=1000 rl_train_steps=600 rl_target_accuracy=0.995 matmul_attention=true \
-  sft_target_accuracy=0.9 sft_batch_size=512 sft_learning_rate=2e-3 sft_max_steps=1500 sft_cuda_graphs=true \
-  ppo_minibatches=1 > $W/candidate-adder.log 2>&1; tail -2 $W/candidate-adder.log | cut -c1-300; save
+# 3-digit multiplication at 256 prompts a step, validation only (seed 0): not run on the CPU (its RL steps and warm
+# start take 2.5 times the 2-digit multiplier's there)
+timeout 60 python3 -m rl.tools.benchmark --results $G --seeds 0 --configs Multiplier3RLConfig --set rl_ga_steps=1 \
+  eval_interval=5 eval_batch_size=1000 rl_train_steps=400 rl_target_accuracy=0.99 matmul_attention=true \
+  sft_target_accuracy=0.95 sft_cuda_graphs=true rl_batch_size=256 > $W/candidate-multiplier3.log 2>&1
+tail -2 $W/candidate-multiplier3.log | cut -c1-300; save
 # and each optimizer step replayed from a CUDA graph (--rl_cuda_graphs), validation only (seed 0)
-timeout 60 python3 -m rl.tools.benchmark --results $G --seeds 0 --configs AdderRLConfig --set rl_ga_steps=1 \
-  eval_interval=2 eval_batch_size=1000 rl_train_steps=600 rl_target_accuracy=0.995 matmul_attention=true \
-  sft_target_accuracy=0.9 sft_batch_size=512 sft_learning_rate=2e-3 sft_max_steps=1500 sft_cuda_graphs=true \
-  rl_cuda_graphs=true > $W/candidate-adder-graphs.log 2>&1; tail -2 $W/candidate-adder-graphs.log | cut -c1-300; save
+timeout 60 python3 -m rl.tools.benchmark --results $G --seeds 0 --configs AdderRLConfig --set $A rl_cuda_graphs=true \
+  > $W/candidate-adder-graphs.log 2>&1; tail -2 $W/candidate-adder-graphs.log | cut -c1-300; save
 # the update alone and whole steps at 64 prompts: the tree before the fewer reads, after, and after with RL's
 # optimizer steps graphed, in turn (A B C A B C)
 for r in 1 2; do for t in old new graphed; do
   P=$([ $t = old ] && echo .old_tree || echo .)
   PYTHONPATH=$P timeout 60 python3 results/gpu/session7_probe.py $t >> $W/reads.jsonl 2>> $W/reads.log
-done; done; cut -c1-200 $W/reads.jsonl; save
-# the adder's first seed with graphed warm-start steps under cProfile: supervised_step against evaluate (its checks)
-timeout 60 python3 -m cProfile -o /tmp/adder.prof rl/rl_ddp.py --config_name AdderRLConfig --seed=0 --no_wandb \
-  --out_dir=/tmp/run-adder-prof --rl_ga_steps=1 --eval_interval=2 --eval_batch_size=1000 --rl_train_steps=600 \
-  --rl_target_accuracy=0.995 --matmul_attention=true --sft_target_accuracy=0.9 --sft_batch_size=512 \
-  --sft_learning_rate=2e-3 --sft_max_steps=1500 --sft_cuda_graphs=true > $W/run-adder-prof.log 2>&1
-python3 -c "import pstats; p = pstats.Stats('/tmp/adder.prof'); p.sort_stats('cumulative').print_stats(60)" \
-  > $W/profile-adder-prof.txt 2>&1; grep -E "supervised_step|evaluate\)|train_warm_start" $W/profile-adder-prof.txt
-save
+done; done
+# and at the adder's 256 prompts, eager and graphed
+for t in new graphed; do timeout 60 python3 results/gpu/session7_probe.py $t 256 >> $W/reads.jsonl 2>> $W/reads.log; done
+cut -c1-200 $W/reads.jsonl; save
 # the sweep at 4,096 prompts again: now with the compile's seconds (first_call_seconds, warmup_seconds) and rows with
 # --rl_cuda_graphs
 timeout 150 python3 -m rl.tools.perf --device cuda --sizes 4096 --reps 5 --budget 2 \
