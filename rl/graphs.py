@@ -29,6 +29,12 @@ def portable(state: dict) -> dict:
                                       for group in state["param_groups"]]}
 
 
+def can_capture(env, info) -> bool:
+    """Where a whole step can be captured at all (both users ask this, then their own conditions): one CUDA device
+    (DDP's all-reduce is not captured) and a task of one width (rl/long_env.py draws a width each step)."""
+    return info.device.type == "cuda" and info.world_size == 1 and not hasattr(env, "draw_width")
+
+
 class CapturedSteps:
     """One optimizer's steps, each replayed from a CUDA graph captured once per shape of its inputs (above)."""
     WARMUP = 3

@@ -34,7 +34,7 @@ import torch
 from model.gpt import configure_optimizer
 from rl import dist, seeding
 from rl.errors import ConfigError
-from rl.graphs import CapturedSteps, portable
+from rl.graphs import CapturedSteps, can_capture, portable
 
 
 def lr_lambda(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float) -> float:
@@ -350,8 +350,7 @@ def padded_rows(num_rows: int, most: int) -> int:
 def graphs_apply(config, env, info: dist.DistInfo) -> bool:
     """Whether RL's optimizer steps replay CUDA graphs: asked for (schedule_unused refuses it with a setting it
     cannot follow), on one CUDA device (DDP's all-reduce is not captured), on a task of one width."""
-    return (config.rl_cuda_graphs and info.device.type == "cuda" and info.world_size == 1
-            and not hasattr(env, "draw_width"))
+    return config.rl_cuda_graphs and can_capture(env, info)
 
 
 def schedule(learners: list):

@@ -49,7 +49,7 @@ from rl.algorithms import answer_logits
 from rl.dist import print0
 from rl.errors import ConfigError, TrainingError
 from rl.evaluate import evaluate
-from rl.graphs import CapturedSteps, portable
+from rl.graphs import CapturedSteps, can_capture, portable
 from rl.math_env import MathEnvironment
 from rl.run_dir import padded_path, progress_path, warm_start_path
 from rl.snapshot import check_compatible, load_snapshot, save_atomic, save_on_main
@@ -550,8 +550,7 @@ def train_warm_start(config, env: MathEnvironment, policy, info: dist.DistInfo,
 def graphs_apply(c, env, info: dist.DistInfo) -> bool:
     """Whether the warm start's steps replay a CUDA graph (GraphedStep): asked for, on one CUDA device, without
     dropout (a graph would replay one step's draws), on a task of one width (rl/long_env.py draws one a step)."""
-    return (c.sft_cuda_graphs and info.device.type == "cuda" and info.world_size == 1 and not c.dropout
-            and not hasattr(env, "draw_width"))
+    return c.sft_cuda_graphs and not c.dropout and can_capture(env, info)
 
 
 def step_env(c, env, plain, state: dict):
