@@ -349,7 +349,7 @@ def padded_rows(num_rows: int, most: int) -> int:
 
 def graphs_apply(config, env, info: dist.DistInfo) -> bool:
     """Whether RL's optimizer steps replay CUDA graphs: asked for (schedule_unused refuses it with a setting it
-    cannot follow), on one CUDA device (DDP's all-reduce is not captured), on a task of one width."""
+    cannot follow), where a step can be captured at all (rl/graphs.py can_capture)."""
     return config.rl_cuda_graphs and can_capture(env, info)
 
 

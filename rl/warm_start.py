@@ -548,8 +548,8 @@ def train_warm_start(config, env: MathEnvironment, policy, info: dist.DistInfo,
 
 
 def graphs_apply(c, env, info: dist.DistInfo) -> bool:
-    """Whether the warm start's steps replay a CUDA graph (GraphedStep): asked for, on one CUDA device, without
-    dropout (a graph would replay one step's draws), on a task of one width (rl/long_env.py draws one a step)."""
+    """Whether the warm start's steps replay a CUDA graph (GraphedStep): asked for, without dropout (a graph would
+    replay one step's draws), where a step can be captured at all (rl/graphs.py can_capture)."""
     return c.sft_cuda_graphs and not c.dropout and can_capture(env, info)
 
 
