@@ -32,6 +32,11 @@ cached decode keeps every token's id, KVCache.ids, .glob; Longformer's sliding w
 coupled ids that is the digits of the columns around its own, however long the numbers, so a query's softmax
 spreads over as many keys at 100 digits as at 10 (docs/results.md, "A window of columns").
 
+Initial weights as GPT-2's (std 0.02, the residual projections scaled down with depth), the query and key
+projections times GPTConfig.qk_init_scale (1 by default). A logit is q . k, a product of two small matrices: each
+grows only as fast as the other is large, so at GPT-2's scale attention starts near uniform and the adder's warm
+start sat on a plateau for its first 125-150 steps; at 4 it left it after 70-80 (docs/results.md).
+
 How it runs (not what it computes) is set per model by `configure_runtime`, so that every caller
 (sampler, learner, evaluation, warm start, reference, critic) computes the same way:
   autocast_dtype  None: fp32; torch.bfloat16: every forward under bf16 autocast (matmuls in bf16,
@@ -89,9 +94,12 @@ class GPTConfig:
     logn_attention: int = 0
     attention_window: int = 0
     global_tokens: tuple = ()  # token ids every query reads whatever attention_window hides (Longformer's global)
+    qk_init_scale: float = 1.0  # the query and key projections' initial weights in multiples of GPT-2's
 
     def __post_init__(self):
         check_logn_attention(self.logn_attention)
+        if not self.qk_init_scale > 0:
+            raise ValueError(f"qk_init_scale must be positive, got {self.qk_init_scale}")
         check_attention_window(self.attention_window)
         if any(not 0 <= t < self.vocab_size for t in self.global_tokens):
             raise ValueError(f"global_tokens {list(self.global_tokens)} outside the vocabulary "
@@ -138,6 +146,10 @@ class ModelSettings:
     """0: off; W: a token attends only to the tokens before it whose position ids are within W of its own (with
     coupled ids, the columns around its own), so the keys a query reads stop growing with the sequence
     (`window_mask`); python -m rl.evaluate --attention_window applies it to any file (>= 0)"""
+    qk_init_scale: float = 1.0
+    """the query and key projections start at this multiple of GPT-2's initial weights (std 0.02), so attention
+    starts away from uniform: at 4 the adder's warm start at its GPU settings reached validation 0.9 in 210 / 170 /
+    275 steps against 370 / 261 / 274 at 1 (seeds 0 / 1 / 1337; docs/results.md "The warm start's plateau") (> 0)"""
     attention_globals: bool = False
     """with attention_window, the non-digit tokens ("+", "=") stay visible to every query (Longformer's global
     tokens): a model trained without a window needs them to be read through one; trained with it, none did"""
@@ -155,9 +167,11 @@ class ModelSettings:
     def model_args(self) -> dict:
         """GPTConfig's arguments: what a snapshot stores of the model."""
         keys = ("vocab_size", "n_position", "n_layer", "n_head", "n_embed", "dropout", "bias", "tie_weights")
-        # (logn_attention and attention_window only when set: the files made before them keep their model_args)
+        # (logn_attention, attention_window and qk_init_scale only when set: the files made before them keep their
+        # model_args, and the caches of warm starts made before them stay valid)
         return {**{k: getattr(self, k) for k in keys},
                 **{k: getattr(self, k) for k in ("logn_attention", "attention_window") if getattr(self, k)},
+                **({"qk_init_scale": self.qk_init_scale} if self.qk_init_scale != 1.0 else {}),
                 **({"global_tokens": window_global_tokens(self.vocab_size)}
                    if self.attention_window and self.attention_globals else {})}
 
@@ -371,6 +385,10 @@ class GPT(nn.Module):
         for name, p in self.named_parameters():
             if name.endswith("c_proj.weight"):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+        # Scaled, not drawn again: every other weight is the one of scale 1 (no random number more is taken).
+        with torch.no_grad():
+            for block in self.blocks:
+                block.attn.c_attn.weight[:2 * config.n_embed] *= config.qk_init_scale  # rows: q, then k (then v)
         self.configure_runtime()
 
     def configure_runtime(self, *, autocast_dtype=None, cuda_graphs: bool = False, matmul_attention: bool = False,

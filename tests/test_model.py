@@ -4,6 +4,9 @@ import pytest
 import torch
 
 from model.gpt import GPT, GPTConfig, KVCache, ModelSettings, logn_scale, matmul_attention, window_mask
+from rl.errors import ConfigError
+from rl.warm_start import fingerprint
+from tests.helpers import make_config, make_trainer
 
 END, PAD = 11, 12
 
@@ -313,3 +316,33 @@ def test_windowed_cached_decode_equals_the_full_pass_and_matmul_attention():
         mask = window_mask(torch.tensor([[3, 2, 1, 2, 3, 4]] * 2), torch.zeros(2, 6, dtype=torch.bool), None, 1)
         sdpa = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         assert (matmul_attention(q, k, v, is_causal=False, mask=mask) - sdpa).abs().max() < 1e-12
+
+
+def test_qk_init_scale_multiplies_the_query_and_key_rows_and_leaves_every_other_weight():
+    base, scaled = make_model(), make_model(qk_init_scale=4.0)
+    C = base.config.n_embed
+    scaled_params = dict(scaled.named_parameters())
+    checked = 0
+    for name, p in base.named_parameters():
+        q = scaled_params[name]
+        if name.endswith("attn.c_attn.weight"):  # rows: q, k, v
+            assert torch.equal(q[:2 * C], 4.0 * p[:2 * C]) and torch.equal(q[2 * C:], p[2 * C:]), name
+            checked += 1
+        else:
+            assert torch.equal(q, p), name
+    assert checked == base.config.n_layer
+    assert torch.equal(make_model(qk_init_scale=1.0).blocks[0].attn.c_attn.weight, base.blocks[0].attn.c_attn.weight)
+    with pytest.raises(ValueError, match="^qk_init_scale must be positive, got 0.0$"):
+        make_model(qk_init_scale=0.0)
+
+
+def test_qk_init_scale_enters_model_args_and_the_warm_start_fingerprint_only_when_set():
+    default, scaled = make_config(), make_config(qk_init_scale=4.0)
+    assert "qk_init_scale" not in default.model_args()  # the files and warm-start caches made before it stay valid
+    assert fingerprint(scaled, 1) == {**fingerprint(default, 1), "qk_init_scale": 4.0}
+    # the run builds it so: q and k rows 4 times those of the same seed's default model, v rows the same
+    on, off = (make_trainer(**kw).model.blocks[0].attn.c_attn.weight for kw in ({"qk_init_scale": 4.0}, {}))
+    C = default.n_embed
+    assert torch.equal(on[:2 * C], 4.0 * off[:2 * C]) and torch.equal(on[2 * C:], off[2 * C:])
+    with pytest.raises(ConfigError, match="^qk_init_scale must be positive, got -1.0$"):
+        make_config(qk_init_scale=-1.0)
