@@ -35,7 +35,7 @@ spreads over as many keys at 100 digits as at 10 (docs/results.md, "A window of 
 Initial weights as GPT-2's (std 0.02, the residual projections scaled down with depth), the query and key
 projections times GPTConfig.qk_init_scale (1 by default). A logit is q . k, a product of two small matrices: each
 grows only as fast as the other is large, so at GPT-2's scale attention starts near uniform and the adder's warm
-start sat on a plateau for its first 125-150 steps; at 4 it left it after 70-80 (docs/results.md).
+start sat on a plateau for its first 125-150 steps; at 4 it left it after 68-80 (docs/results.md).
 
 How it runs (not what it computes) is set per model by `configure_runtime`, so that every caller
 (sampler, learner, evaluation, warm start, reference, critic) computes the same way:
@@ -148,8 +148,8 @@ class ModelSettings:
     (`window_mask`); python -m rl.evaluate --attention_window applies it to any file (>= 0)"""
     qk_init_scale: float = 1.0
     """the query and key projections start at this multiple of GPT-2's initial weights (std 0.02), so attention
-    starts away from uniform: at 4 the adder's warm start at its GPU settings reached validation 0.9 in 210 / 170 /
-    275 steps against 370 / 261 / 274 at 1 (seeds 0 / 1 / 1337; docs/results.md "The warm start's plateau") (> 0)"""
+    starts away from uniform: at 4 the adder's warm start at its GPU settings reached validation 0.9 in 199 / 169 /
+    257 steps against 370 / 261 / 274 at 1 (seeds 0 / 1 / 1337; docs/results.md "The warm start's plateau") (> 0)"""
     attention_globals: bool = False
     """with attention_window, the non-digit tokens ("+", "=") stay visible to every query (Longformer's global
     tokens): a model trained without a window needs them to be read through one; trained with it, none did"""
