@@ -2,12 +2,12 @@
 # Prepared for the next device check of issue 33 (not yet run), in order of what the targets need: the CUDA tests
 # (compile, the graphed warm-start step and a run with it, and RL's graphed optimizer steps are new since the last
 # check); with Python's bytecode cached (as results/gpu/session6.sh caches it) and --sft_cuda_graphs=true, the
-# adder, the multiplier and 3-digit multiplication at 256 prompts a step (chosen on validation on the CPU:
-# results/study/gpu-recipe-on-cpu/), on seeds 1337, 0 and 1; on validation (seed 0), the adder with
-# --rl_cuda_graphs; the RL step's reads of the device before and after and with RL's optimizer steps graphed
-# (session7_probe.py, at 64 prompts, then at 256; the tree before,
-# e5829fa, carried as .old_tree: mkdir .old_tree && git archive e5829fa rl model configs | tar -x -C .old_tree);
-# then the sweep (with --rl_cuda_graphs rows).
+# adder (its query and key weights 4 times larger at the start), the multiplier and 3-digit multiplication at 256
+# prompts a step (chosen on validation on the CPU: results/study/gpu-recipe-on-cpu/), on seeds 1337, 0 and 1; on
+# validation (seed 0), the adder with --rl_cuda_graphs; the RL step's reads of the device before and after and with
+# RL's optimizer steps graphed (session7_probe.py, at 64 prompts, then at 256; the tree before, e5829fa, carried as
+# .old_tree: mkdir .old_tree && git archive e5829fa rl model configs | tar -x -C .old_tree); then the sweep (with
+# --rl_cuda_graphs rows).
 #   bash results/gpu/session7.sh          # about 9.5 minutes on an H200 (run it with timeout_s=590)
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 unset PYTHONDONTWRITEBYTECODE
@@ -22,9 +22,12 @@ timeout 60 python3 rl/rl_ddp.py --config_name AdderRLConfig --debug --no_wandb -
 B="python3 -m rl.tools.benchmark --results $G --seeds 1337 0 1"
 # the adder at 256 prompts a step (chosen on validation on the CPU: results/study/gpu-recipe-on-cpu/, RL held 0.995
 # in 30-124 steps against 214-340 at 64 prompts, and in 30-60 with its schedule over 150 steps, not 600, every seed
-# ending at test >= 0.997 there; the records of its settings at 64 are in ../NVIDIA-H200/)
+# ending at test >= 0.997 there; the records of its settings at 64 are in ../NVIDIA-H200/), its query and key
+# weights 4 times larger at the start (results/study/warm-start-plateau/: on the CPU its warm start took 199 / 169 /
+# 257 steps against 370 / 261 / 274, RL 32 / 50 / 44 against 38 / 60 / 30; final test 0.991 / 0.991 / 0.998)
 A="rl_ga_steps=1 eval_interval=2 eval_batch_size=1000 rl_train_steps=150 rl_target_accuracy=0.995 matmul_attention=true \
-  sft_target_accuracy=0.9 sft_batch_size=512 sft_learning_rate=2e-3 sft_max_steps=1500 sft_cuda_graphs=true rl_batch_size=256"
+  sft_target_accuracy=0.9 sft_batch_size=512 sft_learning_rate=2e-3 sft_max_steps=1500 sft_cuda_graphs=true \
+  rl_batch_size=256 qk_init_scale=4"
 timeout 90 $B --configs AdderRLConfig --set $A > $W/presets-adder.log 2>&1; tail -2 $W/presets-adder.log | cut -c1-300; save
 # the multiplier at 256 prompts a step too (chosen on validation on the CPU, the same study)
 timeout 90 $B --configs MultiplierRLConfig --set rl_ga_steps=1 eval_interval=5 eval_batch_size=2000 \
