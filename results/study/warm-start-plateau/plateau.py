@@ -1,5 +1,5 @@
 """The warm start step by step, as rl/warm_start.py trains it (its own supervised_step, AdamW and schedule, the
-model built as MathRLTrainer.build builds it): the training loss of every step and validation accuracy every 25
+model and environments of MathRLTrainer.build): the training loss of every step and validation accuracy every 25
 steps (every 5 once the loss is under 0.5), until the validation target; it gives up at step 250 if the loss is
 still above 0.9 (still on the plateau). Prints one JSON object; progress on stderr.
 
@@ -12,7 +12,7 @@ the query and key rows of every block's c_attn by S (what --qk_init_scale=S does
 import json, sys, time, math
 import torch
 from configs.cli import parse_command_line, build_config
-from model.gpt import GPT, GPTConfig
+from rl.math_trainer import MathRLTrainer
 from rl import dist
 from rl.warm_start import supervised_step, warm_start_schedule
 from rl.evaluate import evaluate
@@ -22,8 +22,8 @@ hooks = [a for a in argv if a.startswith("@")]
 argv = [a for a in argv if not a.startswith("@")]
 c = build_config(parse_command_line(argv))
 info = dist.DistInfo()
-torch.manual_seed(c.seed)
-model = GPT(GPTConfig(**c.model_args()))
+trainer = MathRLTrainer.build(c, info)  # the run's own model (seeded) and environments
+model, env = trainer.model, trainer.sft_env
 for h in hooks:
     k, v = h[1:].split("=")
     v = float(v)
@@ -36,7 +36,6 @@ for h in hooks:
                 blk.attn.c_attn.weight[: 2 * n] *= v
     else:
         raise SystemExit(f"unknown hook {k}")
-env = c.environments()["sft"]
 opt = model.configure_optimizer(lr=c.sft_learning_rate, weight_decay=c.weight_decay, betas=(c.adam_beta1, c.adam_beta2))
 sched = warm_start_schedule(opt, c, max(c.sft_warmup_steps, 1), c.sft_max_steps)
 va, vb = env.eval_operands(c.sft_num_eval, "validation")
