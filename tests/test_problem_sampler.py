@@ -4,7 +4,9 @@ unchanged, no held-out pair in any state, the same state on every rank, exact re
 state, and the benchmark's names for sampler runs (the README's tables: tests/test_readme.py).
 Run: python -m pytest tests/test_problem_sampler.py"""
 
+import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -397,3 +399,21 @@ def test_benchmark_sampler_specs_name_the_settings_they_run_with():
     assert run_name("AdderRLConfig", None, 1, 2) == "AdderRLConfig-seed1-2proc"
     assert run_name("ScarceMultiplierRLConfig", None, 0, 1, ["sft_worked_examples=1024"]) == \
         "ScarceMultiplierRLConfig-sft_worked_examples=1024-seed0"
+
+
+def test_benchmark_names_too_long_for_a_file_end_in_a_digest_and_the_seed(tmp_path):
+    """A run's name past 255 bytes with ".json.tmp" would stop the benchmark when it makes its folder: the part
+    that does not fit becomes a digest of the whole name, so two runs still differ and the seed stays readable."""
+    from rl.tools import results
+    from rl.tools.benchmark import MAX_NAME, run_name
+    settings = [f"setting_number_{i}=value_{i}" for i in range(12)]
+    long, other = (run_name("AdderRLConfig", "replay:rl_batch_size=256", 1, 2, s) for s in (settings, settings[:-1] +
+                                                                                               ["setting_number_11=x"]))
+    assert len(long) == len(other) == MAX_NAME == 246 and long != other
+    assert long.endswith("-seed1-2proc") and long.startswith("AdderRLConfig-replay+rl_batch_size=256-setting_number_0")
+    assert long[MAX_NAME - 23] == "~" and long[:MAX_NAME - 23] == other[:MAX_NAME - 23]
+    os.makedirs(tmp_path / long)  # the folder and the record can be made (an OSError before)
+    results.save({"seed": 1}, str(tmp_path / (long + ".json")))
+    assert json.load(open(tmp_path / (long + ".json"))) == {"seed": 1}
+    fits = run_name("AdderRLConfig", None, 1, 1, ["x" * (MAX_NAME - len("AdderRLConfig--seed1"))])
+    assert len(fits) == MAX_NAME and "~" not in fits  # a name that fits is as before
