@@ -402,10 +402,12 @@ def test_benchmark_sampler_specs_name_the_settings_they_run_with():
 
 
 def test_benchmark_names_too_long_for_a_file_end_in_a_digest_and_the_seed(tmp_path):
-    """A run's name past 255 bytes with ".json.tmp" would stop the benchmark when it makes its folder: the part
+    """A run's name past 255 bytes with ".json.tmp" stopped the benchmark when it made the run's folder: the part
     that does not fit becomes a digest of the whole name, so two runs still differ and the seed stays readable."""
     from rl.tools import results
-    from rl.tools.benchmark import MAX_NAME, run_name
+    from rl.tools.benchmark import run_name
+    from rl.tools.lengths import seed_label
+    from rl.tools.results import MAX_NAME
     settings = [f"setting_number_{i}=value_{i}" for i in range(12)]
     long, other = (run_name("AdderRLConfig", "replay:rl_batch_size=256", 1, 2, s) for s in (settings, settings[:-1] +
                                                                                                ["setting_number_11=x"]))
@@ -417,3 +419,5 @@ def test_benchmark_names_too_long_for_a_file_end_in_a_digest_and_the_seed(tmp_pa
     assert json.load(open(tmp_path / (long + ".json"))) == {"seed": 1}
     fits = run_name("AdderRLConfig", None, 1, 1, ["x" * (MAX_NAME - len("AdderRLConfig--seed1"))])
     assert len(fits) == MAX_NAME and "~" not in fits  # a name that fits is as before
+    label = seed_label("LongAdderRLConfig", settings, 3)  # the length study's names are cut the same way
+    assert len(label) == MAX_NAME and label.endswith("-seed3") and label[MAX_NAME - 17] == "~"

@@ -41,7 +41,6 @@ plots come from the files: `python -m rl.tools.readme`.
 """
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -65,19 +64,14 @@ from rl.warm_start import teacher_forced_step, training_pairs
 
 TARGETS = (0.95, 0.99, 0.995)  # the problem-selection table's
 END_TO_END_TARGETS = (0.9, 0.95, 0.99)  # the end-to-end table's: 3-digit multiplication is measured from 0.9
-MAX_NAME = 246  # a file name holds at most 255 bytes: a run's name, ".json" and results.save's ".tmp"
 
 
 def run_name(config_name: str, sampler, seed: int, nproc: int, overrides: list = ()) -> str:
     """The file name of a run: every commit-independent setting that tells it apart."""
     label = sampler.replace(":", "+") if sampler else None  # a spec's settings stay in its file name
-    tail = "-".join([f"seed{seed}", *([f"{nproc}proc"] if nproc > 1 else [])])
-    name = "-".join([config_name, *([label] if label else []), *(["+".join(overrides)] if overrides else []), tail])
-    if len(name) <= MAX_NAME:
-        return name
-    # too long for a file name: what does not fit becomes a digest of the whole (the record holds every setting)
-    digest = hashlib.sha1(name.encode()).hexdigest()[:10]
-    return f"{name[:MAX_NAME - len(tail) - 12]}~{digest}-{tail}"
+    return results.fit_name("-".join([config_name, *([label] if label else []),
+                                      *(["+".join(overrides)] if overrides else [])]),
+                            "".join([f"-seed{seed}", *([f"-{nproc}proc"] if nproc > 1 else [])]))
 
 
 def sampler_args(spec: str) -> list:

@@ -278,7 +278,7 @@ def plain_run(config_name: str, seed: int, overrides: list, tries: Tries, choice
 
 def seed_label(config_name: str, named: list, seed: int) -> str:
     """A seed's file and folder name: the config, what --set changes (and warm start tries), the seed."""
-    return "-".join([config_name, *(["+".join(named)] if named else []), f"seed{seed}"])
+    return results.fit_name("-".join([config_name, *(["+".join(named)] if named else [])]), f"-seed{seed}")
 
 
 def saved(config: str = "LongAdderRLConfig", overrides: list = (), seeds=None, tries: Tries = Tries()) -> list:
@@ -451,8 +451,8 @@ def main():
                          f"run without --table")
     print(table(recs, args.split) + "\n\n" + provenance(recs))
     named = args.set + tries.part()
-    path = os.path.join(results.ROOT, "lengths", f"{args.config}{'-' + '+'.join(named) if named else ''}"
-                        f"-{args.split}.png")
+    path = os.path.join(results.ROOT, "lengths",
+                        results.fit_name(f"{args.config}{'-' + '+'.join(named) if named else ''}", f"-{args.split}.png"))
     plot(recs, path, args.split)
     print(f"plot: {path}")
 

@@ -12,6 +12,7 @@ run only when no file holds its key, so a long measurement continues after an in
 commit is recorded, not part of the key, so results survive commits that do not change behaviour.
 """
 
+import hashlib
 import json
 import os
 import platform
@@ -86,6 +87,18 @@ def record(out_dir: str, *, tool: str, command: str, key: dict, **extra) -> dict
     return {"tool": tool, "command": command, "key": key, **machine(), **extra,
             "config": run_dir.read_config(out_dir), "curve": curve, "steps": steps,
             "summary": run_dir.read_summary(out_dir)}
+
+
+MAX_NAME = 246  # a file name holds at most 255 bytes: a record's name, ".json" and save's ".tmp"
+
+
+def fit_name(head: str, tail: str) -> str:
+    """head + tail as a file name; where that is too long, the end of head becomes a digest of the whole name, so
+    two names still differ and tail (the seed) stays readable (the record inside holds every setting)."""
+    name = head + tail
+    if len(name) <= MAX_NAME:
+        return name
+    return f"{head[:MAX_NAME - len(tail) - 11]}~{hashlib.sha1(name.encode()).hexdigest()[:10]}{tail}"
 
 
 def path(tool: str, name: str) -> str:
