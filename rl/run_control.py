@@ -36,7 +36,8 @@ class RunSettings:
     """stop RL early once validation accuracy is at least this at rl_target_evals evaluations in a row, so a
     fast device does not spend rl_train_steps sized for a CPU (0: always run rl_train_steps) (in [0, 1])"""
     rl_target_evals: int = 2
-    """evaluations in a row that must reach rl_target_accuracy: held, not touched once (> 0)"""
+    """evaluations in a row that must reach rl_target_accuracy: held, not touched once; each reads the same
+    num_eval problems, whose own sampling error only a larger num_eval narrows (> 0)"""
     save_interval: int = 50
     """RL steps between snapshots (one is also written at the end) (> 0)"""
     keep_snapshots: int = 3
