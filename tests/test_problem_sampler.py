@@ -421,3 +421,8 @@ def test_benchmark_names_too_long_for_a_file_end_in_a_digest_and_the_seed(tmp_pa
     assert len(fits) == MAX_NAME and "~" not in fits  # a name that fits is as before
     label = seed_label("LongAdderRLConfig", settings, 3)  # the length study's names are cut the same way
     assert len(label) == MAX_NAME and label.endswith("-seed3") and label[MAX_NAME - 17] == "~"
+    from rl.tools.compare import run_name as compare_name  # and the algorithm comparison's
+    cut = compare_name("AdderRLConfig", "grpo:" + ",".join(settings), 3)
+    assert len(cut) == MAX_NAME and cut.startswith("AdderRLConfig-grpo+setting_number_0") and cut.endswith("-seed3")
+    assert cut[MAX_NAME - 17] == "~"
+    assert compare_name("AdderRLConfig", "dapo:problem_sampler=uniform", 0) == "AdderRLConfig-dapo+problem_sampler=uniform-seed0"

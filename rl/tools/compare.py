@@ -42,6 +42,11 @@ def run_label(spec: str) -> str:
     return spec.replace(":", "+").replace(",", "+")
 
 
+def run_name(config: str, spec: str, seed: int) -> str:
+    """A run's file and folder name (cut to fit a file name where the spec's settings make it long)."""
+    return results.fit_name(f"{config}-{run_label(spec)}", f"-seed{seed}")
+
+
 def warm_start(config: str, seed: int, root: str) -> str:
     """The warm start every run of this config and seed starts from, trained here if none exists."""
     path = os.path.join(WARM_STARTS, f"{config}-seed{seed}.pt")
@@ -57,7 +62,7 @@ def warm_start(config: str, seed: int, root: str) -> str:
 
 
 def one_run(config: str, spec: str, seed: int, root: str, rerun: bool) -> dict:
-    name = f"{config}-{run_label(spec)}-seed{seed}"
+    name = run_name(config, spec, seed)
     file = results.path("compare", name)
     if os.path.exists(file) and not rerun:
         with open(file) as f:
