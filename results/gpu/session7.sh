@@ -44,11 +44,14 @@ timeout 90 $B --configs MultiplierRLConfig --set rl_ga_steps=1 eval_interval=5 e
   rl_train_steps=400 rl_target_accuracy=0.995 matmul_attention=true sft_target_accuracy=0.95 sft_max_steps=1500 \
   sft_cuda_graphs=true rl_batch_size=256 > $W/presets-multiplier.log 2>&1; tail -2 $W/presets-multiplier.log | cut -c1-300
 save
-# 3-digit multiplication at 256 prompts a step too (on the CPU, chosen on seed 0: RL held 0.99 at step 140, 64
-# prompts at 350; seed 1: 90 against 300; its records at 64 prompts are in ../NVIDIA-H200/)
+# 3-digit multiplication at 256 prompts a step too, with replay draws, as the CPU counted it (chosen on seed 0: RL
+# held 0.99 at step 140, 64 prompts at 350; seed 1: 90 against 300; its records at 64 prompts, the preset's uniform
+# draws, are in ../NVIDIA-H200/); the preset's uniform draws at 256 prompts first reached validation 0.98 at RL step
+# 165 on seed 0 (replay: 60) and not by step 145 on seed 1 (replay: 45)
 timeout 150 $B --configs Multiplier3RLConfig --set rl_ga_steps=1 eval_interval=5 eval_batch_size=1000 \
   rl_train_steps=400 rl_target_accuracy=0.99 matmul_attention=true sft_target_accuracy=0.95 sft_cuda_graphs=true \
-  rl_batch_size=256 > $W/presets-multiplier3.log 2>&1; tail -2 $W/presets-multiplier3.log | cut -c1-300; save
+  rl_batch_size=256 problem_sampler=replay > $W/presets-multiplier3.log 2>&1; tail -2 $W/presets-multiplier3.log | cut -c1-300
+save
 # and each optimizer step replayed from a CUDA graph (--rl_cuda_graphs), validation only (seed 0)
 timeout 75 python3 -m rl.tools.benchmark --results $G --seeds 0 --configs AdderRLConfig --set $A sft_target_accuracy=0.97 \
   rl_cuda_graphs=true \
