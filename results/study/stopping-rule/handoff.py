@@ -5,26 +5,23 @@ evaluations costs about 3-5 warm-start steps on the H200: 55-68 ms and evaluatio
 benchmark's records in results/study/gpu-recipe-on-cpu/ (settings as results/study/stopping-rule/README.md says);
 prints one row per target and seed and a JSON line per row.
 
-    python3 results/study/stopping-rule/handoff.py
+    PYTHONPATH=. python3 results/study/stopping-rule/handoff.py
 """
 
 import glob
 import json
 import re
 
+from rl.tools.report import first_reaching
+
 RECORDS = "results/study/gpu-recipe-on-cpu/AdderRLConfig-replay+rl_batch_size=256-*num_eval=4000*.json"
 RATIOS = (3, 5)
-
-
-def first_step(evals: list, key: str, aim: float = 0.99):
-    """The RL step of the first evaluation whose `key` accuracy is at least `aim` (None: never)."""
-    return next((e["step"] for e in evals if e[key] >= aim), None)
 
 
 def row(path: str) -> dict:
     d = json.load(open(path))
     target = float(re.search(r"sft_target_accuracy=([0-9.]+)", " ".join(d["set"])).group(1))
-    val, test = first_step(d["evals"], "validation"), first_step(d["evals"], "test")
+    val, test = (first_reaching([(e["step"], e[key]) for e in d["evals"]], 0.99) for key in ("validation", "test"))
     out = {"sft_target_accuracy": target, "seed": d["seed"], "warm_start_steps": d["warm_start_steps"],
            "validation_at_rl_start": d["evals"][0]["validation"], "rl_step_first_validation_0.99": val,
            "rl_step_first_test_0.99": test, "rl_steps": d["summary"]["rl_steps_run"],
