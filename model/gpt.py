@@ -52,6 +52,7 @@ with its reason, and their checks (ValueError, one line).
 """
 
 import contextlib
+import inspect
 import math
 from dataclasses import dataclass
 
@@ -186,7 +187,25 @@ class ModelSettings:
         autocast_dtype_for(self.precision, "cpu")
 
 
-def configure_optimizer(module: nn.Module, *, lr: float, weight_decay: float, betas: tuple) -> torch.optim.AdamW:
+class AdamW(torch.optim.AdamW):
+    """torch.optim.AdamW, the same code and arithmetic, without torch._dynamo. torch wraps an optimizer's step,
+    zero_grad, add_param_group, state_dict and load_state_dict so that torch.compile will not trace into them; each
+    wrapper imports torch._dynamo on its first call (about 1 s: docs/results.md) and does nothing else unless
+    torch.compile traces its caller. Nothing here compiles an optimizer (`compile` covers the model's passes), so
+    these are the methods without the wrappers, and step runs without autograd as its wrapper runs it."""
+
+    add_param_group = inspect.unwrap(torch.optim.Optimizer.add_param_group)
+    zero_grad = inspect.unwrap(torch.optim.Optimizer.zero_grad)
+    state_dict = inspect.unwrap(torch.optim.Optimizer.state_dict)
+    load_state_dict = inspect.unwrap(torch.optim.Optimizer.load_state_dict)
+    _step = inspect.unwrap(torch.optim.AdamW.step)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        return self._step(closure)
+
+
+def configure_optimizer(module: nn.Module, *, lr: float, weight_decay: float, betas: tuple) -> AdamW:
     """AdamW with weight decay on matrices and embeddings only (nanoGPT's split): biases and
     LayerNorm gains are not decayed. The one optimizer of the warm start, of RL and of a critic."""
     params = [p for p in module.parameters() if p.requires_grad]
@@ -195,7 +214,7 @@ def configure_optimizer(module: nn.Module, *, lr: float, weight_decay: float, be
     # The fused kernel updates every tensor in one pass (CPU and CUDA); the per-tensor Python
     # loop it replaces costs more than the arithmetic for a model this small.
     fused = all(p.device.type in ("cpu", "cuda") for p in params)
-    return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=fused)
+    return AdamW(groups, lr=lr, betas=betas, fused=fused)
 
 
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -424,7 +443,7 @@ class GPT(nn.Module):
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def configure_optimizer(self, *, lr: float, weight_decay: float, betas: tuple) -> torch.optim.AdamW:
+    def configure_optimizer(self, *, lr: float, weight_decay: float, betas: tuple) -> AdamW:
         return configure_optimizer(self, lr=lr, weight_decay=weight_decay, betas=betas)
 
     def forward(self, idx, cache: KVCache = None, pos=None, *, check_pos: bool = True):

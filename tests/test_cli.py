@@ -22,8 +22,13 @@ CONFIGURATION = (Path(__file__).resolve().parents[1] / "docs" / "configuration.m
 @pytest.mark.slow
 def test_debug_run_one_process(tmp_path):
     out = tmp_path / "run"
-    proc = run(["--config_name", "AdderRLConfig", "--debug", "--no_wandb", f"--out_dir={out}"])
+    # PYTHONPROFILEIMPORTTIME: Python writes every module it imports to stderr, with its time
+    proc = run(["--config_name", "AdderRLConfig", "--debug", "--no_wandb", f"--out_dir={out}"],
+               env={**script_env(), "PYTHONPROFILEIMPORTTIME": "1"})
     assert "Final held-out accuracy: " in proc.stdout and "(200 problems, greedy)" in proc.stdout
+    # A warm start, RL steps and their snapshots without torch._dynamo (about 1 s to import: model/gpt.py AdamW)
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "torch" in imported and "torch.optim" in imported and "torch._dynamo" not in imported
     assert "RL starts from held-out accuracy" in proc.stdout
     steps = sorted(int(p.stem.split("_")[-1]) for p in out.glob("rl_snapshot_*.pt"))
     assert steps == [3, 6]

@@ -1,9 +1,11 @@
 """The GPT and its KV-cached generation.  Run: python -m pytest tests/test_model.py"""
 
+import copy
+
 import pytest
 import torch
 
-from model.gpt import GPT, GPTConfig, KVCache, ModelSettings, logn_scale, matmul_attention, window_mask
+from model.gpt import GPT, AdamW, GPTConfig, KVCache, ModelSettings, logn_scale, matmul_attention, window_mask
 from rl.errors import ConfigError
 from rl.warm_start import fingerprint
 from tests.helpers import make_config, make_trainer
@@ -346,3 +348,46 @@ def test_qk_init_scale_enters_model_args_and_the_warm_start_fingerprint_only_whe
     assert torch.equal(on[:2 * C], 4.0 * off[:2 * C]) and torch.equal(on[2 * C:], off[2 * C:])
     with pytest.raises(ConfigError, match="^qk_init_scale must be positive, got -1.0$"):
         make_config(qk_init_scale=-1.0)
+
+
+def test_the_optimizer_steps_as_torchs_adamw_bit_for_bit():
+    """configure_optimizer's AdamW (torch's methods without their torch._dynamo wrappers) against torch.optim.AdamW
+    on the same groups: the same weights and state after three steps, and a copy loaded from its state_dict takes
+    the same fourth step. Unfused too, where its step writes each weight in place with autograd's ops: that runs only
+    without autograd, as torch's wrapper runs it."""
+    torch.manual_seed(0)
+    ours = GPT(GPTConfig(vocab_size=14, n_position=16, n_layer=1, n_embed=32, n_head=2))
+    theirs, loaded, initial = copy.deepcopy(ours), copy.deepcopy(ours), copy.deepcopy(ours)
+    adamw = lambda m: m.configure_optimizer(lr=1e-2, weight_decay=0.1, betas=(0.9, 0.99))
+    torch_adamw = lambda m: torch.optim.AdamW(
+        [{"params": [p for p in m.parameters() if p.dim() >= 2], "weight_decay": 0.1},
+         {"params": [p for p in m.parameters() if p.dim() < 2], "weight_decay": 0.0}],
+        lr=1e-2, betas=(0.9, 0.99), fused=True)
+    idx, targets = torch.randint(0, 14, (4, 8)), torch.randint(0, 14, (4, 8))
+
+    def step(model, optimizer):
+        optimizer.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(idx).flatten(0, 1), targets.flatten()).backward()
+        optimizer.step()
+
+    pairs = [(ours, adamw(ours)), (theirs, torch_adamw(theirs))]
+    for _ in range(3):
+        for model, optimizer in pairs:
+            step(model, optimizer)
+    assert type(pairs[0][1]) is not torch.optim.AdamW
+    state, torch_state = pairs[0][1].state_dict(), pairs[1][1].state_dict()
+    assert state["param_groups"] == torch_state["param_groups"]
+    for i, moments in torch_state["state"].items():
+        assert all(torch.equal(state["state"][i][k], v) for k, v in moments.items())
+    loaded.load_state_dict(ours.state_dict())
+    pairs.append((loaded, adamw(loaded)))
+    pairs[2][1].load_state_dict(copy.deepcopy(state))  # (a loaded state shares tensors with the one saved)
+    for model, optimizer in pairs:
+        step(model, optimizer)
+    for a, b, c in zip(ours.parameters(), theirs.parameters(), loaded.parameters()):
+        assert torch.equal(a, b) and torch.equal(a, c)
+    assert not any(torch.equal(a, b) for a, b in zip(ours.parameters(), initial.parameters()))
+    unfused = [copy.deepcopy(initial) for _ in range(2)]
+    for model, make in zip(unfused, (AdamW, torch.optim.AdamW)):
+        step(model, make(model.parameters(), lr=1e-2, fused=False, foreach=False))
+    assert all(torch.equal(a, b) for a, b in zip(*(m.parameters() for m in unfused)))
