@@ -1,6 +1,7 @@
 """Shared by the tests: the real script in a subprocess, a trainer in-process, gradients at each
 optimizer step, state comparison, and the host's reads of what the device computed (DeviceReads)."""
 
+import os
 import time
 import traceback
 import weakref
@@ -37,6 +38,13 @@ def run(args, torchrun=0, check=True, env=None, timeout=300):
     if check and proc.returncode != 0:
         raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def end_spawned_worker():
+    """End a torch.multiprocessing worker whose work is done (its files written, its process group destroyed), as
+    rl/rl_ddp.py's torchrun workers end: before the interpreter's teardown, where gloo's threads could abort it now
+    and then (SIGABRT, "terminate called without an active exception")."""
+    os._exit(0)
 
 
 def script_env():

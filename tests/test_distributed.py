@@ -3,13 +3,11 @@ algorithm. Two gloo processes each get half of the batch (whole prompt groups) a
 are laid out so the union of the ranks' minibatch k is the one process's minibatch k.
 Run: python -m pytest tests/test_distributed.py"""
 
-import os
-
 import torch
 import torch.distributed
 import torch.multiprocessing as mp
 
-from helpers import assert_grads_close, capture_gradients, make_trainer
+from helpers import assert_grads_close, capture_gradients, end_spawned_worker, make_trainer
 from rl.algorithms import ALGORITHMS
 from rl.dist import DistInfo
 from rl.rollout import RolloutStats
@@ -88,9 +86,7 @@ def worker(rank: int, store: str, out: str, batches: dict):
         torch.distributed.barrier()  # neither rank tears the group down while the other's last message is in flight
     finally:
         torch.distributed.destroy_process_group()
-    # as rl/rl_ddp.py's torchrun workers: ended before the interpreter's teardown, where gloo's threads could abort
-    # it now and then (SIGABRT, "terminate called without an active exception")
-    os._exit(0)
+    end_spawned_worker()
 
 
 def test_two_processes_take_the_one_process_gradient_for_every_algorithm(tmp_path):

@@ -14,7 +14,7 @@ import torch
 import torch.distributed
 import torch.multiprocessing as mp
 
-from helpers import assert_same_state, fresh_trainer, make_trainer
+from helpers import assert_same_state, end_spawned_worker, fresh_trainer, make_trainer
 from rl import seeding
 from rl.dist import DistInfo
 from rl.math_env import SPLITS, MathEnvironment
@@ -359,9 +359,7 @@ def rank_worker(rank: int, store: str, out: str, sampler: str):
         torch.distributed.barrier()  # neither rank tears the group down while the other's last message is in flight
     finally:
         torch.distributed.destroy_process_group()
-    # as rl/rl_ddp.py's torchrun workers: ended before the interpreter's teardown, where gloo's threads could abort
-    # it now and then (SIGABRT, "terminate called without an active exception")
-    os._exit(0)
+    end_spawned_worker()
 
 
 @pytest.mark.parametrize("sampler", ["prioritized", "replay", "lengths", "replay-lengths"])
