@@ -263,6 +263,31 @@ class KVCache:
                 self.ids, self.glob = repeat_rows(self.ids, n), repeat_rows(self.glob, n)
 
 
+@dataclass
+class PromptGroups:
+    """Rows of a batch that begin with the same `length` tokens (at the same position ids), as the G answers to one
+    prompt do: first (U,) the index of one row of each distinct prompt, inverse (N,) each row's prompt as an index
+    into first. GPT.forward(idx, groups=...) then reads each prompt once (a grouped pass). The caller vouches that
+    the rows so grouped do share their prompt: nothing here reads the tokens to check (a host sync on CUDA)."""
+    length: int
+    first: torch.Tensor
+    inverse: torch.Tensor
+
+
+@dataclass
+class GroupedLayout:
+    """How a grouped pass lays its tokens out, for attention: U prompts of P tokens, then N continuations of T;
+    inverse (N,) each continuation's prompt; prompt_mask (U, 1, P, P) and rest_mask (N, 1, T, P + T): the keys a
+    query reads (prompt_mask None: plain causal)."""
+    U: int
+    P: int
+    N: int
+    T: int
+    inverse: torch.Tensor
+    prompt_mask: torch.Tensor
+    rest_mask: torch.Tensor
+
+
 MAX_ATTENTION_BATCH = 32768  # rows of one CUDA attention call (flash attention's grid holds the batch in one dimension)
 
 
@@ -316,9 +341,16 @@ def window_mask(ids: torch.Tensor, glob: torch.Tensor, cache, window: int) -> to
     if cache is not None:
         cache.ids[:, start:start + T], cache.glob[:, start:start + T] = ids, glob
         keys, key_glob = cache.ids[:, :start + T], cache.glob[:, :start + T]
-    near = (ids[:, :, None] - keys[:, None, :]).abs() <= window  # (B, T, start + T)
+    return key_window(ids, keys, key_glob, window)
+
+
+def key_window(ids: torch.Tensor, keys: torch.Tensor, key_glob: torch.Tensor, window: int) -> torch.Tensor:
+    """window_mask's rule for queries with ids (B, T) that come last among the keys with ids `keys` (B, S), S >= T,
+    key_glob (B, S) marking the global ones: (B, 1, T, S) bool."""
+    T, S = ids.shape[1], keys.shape[1]
+    near = (ids[:, :, None] - keys[:, None, :]).abs() <= window  # (B, T, S)
     near |= key_glob[:, None, :]
-    causal = torch.ones(T, start + T, dtype=torch.bool, device=ids.device).tril(diagonal=start)
+    causal = torch.ones(T, S, dtype=torch.bool, device=ids.device).tril(diagonal=S - T)
     return (near & causal)[:, None]
 
 
@@ -334,7 +366,10 @@ class CausalSelfAttention(nn.Module):
         self.matmul_attention = False  # set by GPT.configure_runtime
 
     def forward(self, x, cache: KVCache = None, layer: int = 0, mask=None):
-        """mask: `window_mask`'s, or None for plain causal attention."""
+        """mask: `window_mask`'s, or None for plain causal attention; a `GroupedLayout` in its place: x is a grouped
+        pass's (M, C) tokens (`grouped`)."""
+        if isinstance(mask, GroupedLayout):
+            return self.grouped(x, mask)
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
@@ -355,6 +390,25 @@ class CausalSelfAttention(nn.Module):
             y = attention(q, k, v, is_causal=(mask is None and start == 0 and T > 1), matmul=self.matmul_attention,
                           mask=mask)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+    def grouped(self, x, g: "GroupedLayout"):
+        """Attention of a grouped pass (GPT.forward with `groups`): x (U * P + N * T, C) holds the U prompts' tokens,
+        then the N rows' continuations. A prompt attends to itself (causal); a continuation token reads its row's
+        prompt's keys and values, computed once for all the rows that share it and gathered, then its own row's up
+        to itself: what the same row's token reads in a full pass."""
+        C, H, n = x.shape[1], self.n_head, g.U * g.P
+        q, k, v = self.c_attn(x).split(C, dim=1)
+        heads = lambda t, B, T: t.view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, head_dim)
+        qp, kp, vp = (heads(t[:n], g.U, g.P) for t in (q, k, v))
+        qr, kr, vr = (heads(t[n:], g.N, g.T) for t in (q, k, v))
+        if self.logn_attention:  # each query at its sequence index, as in a full pass
+            qp = qp * logn_scale(0, g.P, self.logn_attention, qp)
+            qr = qr * logn_scale(g.P, g.T, self.logn_attention, qr)
+        yp = attention(qp, kp, vp, is_causal=g.prompt_mask is None, matmul=self.matmul_attention, mask=g.prompt_mask)
+        kr, vr = (torch.cat([t.index_select(0, g.inverse), r], dim=2) for t, r in ((kp, kr), (vp, vr)))  # (N, H, P + T, hd)
+        yr = attention(qr, kr, vr, is_causal=False, matmul=self.matmul_attention, mask=g.rest_mask)
+        y = torch.cat([yp.transpose(1, 2).reshape(n, C), yr.transpose(1, 2).reshape(g.N * g.T, C)])
         return self.resid_dropout(self.c_proj(y))
 
 
@@ -446,9 +500,14 @@ class GPT(nn.Module):
     def configure_optimizer(self, *, lr: float, weight_decay: float, betas: tuple) -> AdamW:
         return configure_optimizer(self, lr=lr, weight_decay=weight_decay, betas=betas)
 
-    def forward(self, idx, cache: KVCache = None, pos=None, *, check_pos: bool = True):
+    def forward(self, idx, cache: KVCache = None, pos=None, *, check_pos: bool = True, groups: PromptGroups = None):
         """idx (B, T) token ids -> logits (B, T, V). With a cache, idx continues what it holds.
-        pos (B, T): the position id of each token; None: cache.pos + 0, 1, ..., T - 1."""
+        pos (B, T): the position id of each token; None: cache.pos + 0, 1, ..., T - 1.
+        groups (`PromptGroups`, no cache): rows that share their first P = groups.length tokens; each prompt is
+        read once for all its rows (a grouped pass: `_grouped_pass`), and only the logits from the prompt's last
+        token on come back, (B, T - P + 1, V): those of a full pass's [:, P - 1:], to float rounding."""
+        if groups is not None:
+            return self._grouped_pass(idx, pos, groups, check_pos)
         if cache is None and self._compiled is not None:
             if pos is not None and check_pos:  # read on the host, so checked here rather than in the compiled pass
                 check_positions(idx, pos, self.config.n_position, values=True)
@@ -458,6 +517,48 @@ class GPT(nn.Module):
     def _full_pass(self, idx, pos=None, cache: KVCache = None, check_pos: bool = False):
         with self.autocast():  # (one context for the trunk and the head: hidden's would be a second)
             return self.lm_head(self._hidden(idx, cache, pos, check_pos))
+
+    def _grouped_pass(self, idx, pos, groups: PromptGroups, check_pos: bool):
+        """forward with groups: the U distinct prompts and the N rows' continuations go through every block as one
+        batch of U * P + N * T tokens (one matmul each, as a full pass of N * (P + T)); attention alone splits them
+        (CausalSelfAttention.grouped). The linear layers, a small model's cost, then see U * P + N * T tokens
+        instead of N * (P + T): about half as many for the adder's groups of 8 (8-token prompts, 4 read of its
+        5-token answers). No dropout: the rows of a group would share the prompt's (RL updates in eval mode)."""
+        if self.training and self.config.dropout > 0:
+            raise ValueError("a grouped pass has no dropout: rows sharing a prompt would share its dropout mask; "
+                             "call model.eval() first")
+        N, L = idx.shape
+        P, T, U = groups.length, L - groups.length, len(groups.first)
+        if not 0 < P < L:
+            raise ValueError(f"a grouped pass needs a prompt of 1 to {L - 1} tokens, got {P}")
+        if pos is None:
+            if L > self.config.n_position:
+                raise ValueError(f"sequence of {L} tokens exceeds n_position={self.config.n_position}")
+            pos = torch.arange(L, device=idx.device).expand(N, L)
+        else:
+            check_positions(idx, pos, self.config.n_position, values=check_pos)
+        prompts, pos_p = idx[groups.first, :P], pos[groups.first, :P]
+        window = self.config.attention_window
+        prompt_mask = rest_mask = None
+        if window:
+            glob = self.is_global[idx]
+            prompt_mask = window_mask(pos_p, glob[groups.first, :P], None, window)
+            keys = lambda t: torch.cat([t[groups.first, :P][groups.inverse], t[:, P:]], dim=1)
+            rest_mask = key_window(pos[:, P:], keys(pos), keys(glob), window)
+        else:  # continuation token i (at index P + i) reads keys 0 .. P + i
+            keep = torch.ones(T, L, dtype=torch.bool, device=idx.device).tril(diagonal=P)
+            rest_mask = keep.expand(N, 1, T, L)  # (a row's own: attention splits a large batch along it)
+        layout = GroupedLayout(U, P, N, T, groups.inverse, prompt_mask, rest_mask)
+        C = self.config.n_embed
+        with self.autocast():
+            x = torch.cat([(self.wte(prompts) + self.wpe(pos_p)).view(U * P, C),
+                           (self.wte(idx[:, P:]) + self.wpe(pos[:, P:])).reshape(N * T, C)])
+            x = self.drop(x)
+            for block in self.blocks:
+                x = block(x, None, 0, layout)
+            x = self.ln_f(x)
+            last = x[:U * P].view(U, P, C)[:, -1:].index_select(0, groups.inverse)  # (N, 1, C): each row's prompt's last token
+            return self.lm_head(torch.cat([last, x[U * P:].view(N, T, C)], dim=1))
 
     def hidden(self, idx, cache: KVCache = None, pos=None, *, check_pos: bool = True):
         """idx (B, T) -> the final LayerNorm's output (B, T, C), what the output head reads.

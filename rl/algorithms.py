@@ -211,15 +211,17 @@ def answer_mask(generated: torch.Tensor, end_token: int) -> torch.Tensor:
 
 
 def answer_logits(model, sequences: torch.Tensor, prompt_len: int, temperature: float = 1.0,
-                  pos=None) -> torch.Tensor:
+                  pos=None, groups=None) -> torch.Tensor:
     """The policy's logits for each answer token, at the sampling temperature: sequences (N, P + A)
     -> (N, A, V), so that softmax of them is the distribution the sampler drew from. Position
     P - 1 (the prompt's last token) predicts the first answer token; the last token is never read.
     pos (N, P + A): the position ids the task gives the sequences (None: the model's 0, 1, 2, ...).
+    groups (model/gpt.py PromptGroups, of length P): the rows that share a prompt, read once (prefix_sharing).
     (The one place that calls a model: every log-prob of the project goes through it.)"""
-    if pos is None:
-        return model(sequences[:, :-1])[:, prompt_len - 1:].float() / temperature
-    return model(sequences[:, :-1], pos=pos[:, :-1])[:, prompt_len - 1:].float() / temperature
+    ids = None if pos is None else pos[:, :-1]
+    if groups is not None:  # a grouped pass returns the logits from position P - 1 on
+        return model(sequences[:, :-1], pos=ids, groups=groups).float() / temperature
+    return model(sequences[:, :-1], pos=ids)[:, prompt_len - 1:].float() / temperature
 
 
 @torch.no_grad()

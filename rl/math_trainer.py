@@ -108,7 +108,8 @@ class MathRLTrainer:
         self.model = dist.unwrap(policy)  # samples and is saved; only the update's forward goes through DDP
         self.actor = Learner.build(self.model, policy, config, config.learning_rate)  # the policy, trained
         self.objective = make_objective(config, env, info)  # stages 3-4: rl/objectives.py
-        self.updater = Updater(config, info, env.answer_len, env.pad_token, graphed=graphs_apply(config, env, info))
+        self.updater = Updater(config, info, env.answer_len, env.pad_token, graphed=graphs_apply(config, env, info),
+                               prompt_len=env.prompt_len)
         self.reward_weights = parse_reward_spec(config.rewards, env.show_work)
         self.local_prompts = config.rl_batch_size // info.world_size  # exact: validate_world_size saw to it
         self.kl_placement = KL_PLACEMENT[config.kl_estimator] if config.kl_coef > 0 else None

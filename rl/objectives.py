@@ -72,6 +72,7 @@ class PolicyGradient:
     unread = ()  # algorithm-row settings it never reads (the resolved config still holds the row's values)
     needs_reference = False  # the frozen policy RL starts from (a KL term asks for it too)
     graphable = True  # rl_cuda_graphs can replay its optimizer steps: one learner, every statistic a tensor
+    groups_rows = True  # its update's rows are the rollout's, G to a prompt in a row (prefix_sharing reads them so)
     keep_only_right = False  # rollouts drop every answer that is not exactly right
 
     def __init__(self, config, env, info: dist.DistInfo):
@@ -122,7 +123,8 @@ class PolicyGradient:
         entropy and KL terms that apply, and its statistics."""
         c = self.config
         # (n, A, V) at the sampling temperature: the distribution the answers were drawn from
-        logits = answer_logits(policy, part.sequences, self.env.prompt_len, c.rl_temperature, pos=part.pos)
+        logits = answer_logits(policy, part.sequences, self.env.prompt_len, c.rl_temperature, pos=part.pos,
+                               groups=part.groups)
         logp = token_logprobs(logits, part.generated)
         # old_logp None (one update per rollout): the plain policy gradient; else PPO's clipped ratio,
         # -min(r A, clip(r, 1 - clip_low, 1 + clip_high) A) per token (Schulman et al. 2017, eq. 7); norm
@@ -168,6 +170,7 @@ class RejectionSampling(PolicyGradient):
     """objective=rft: rollouts keep only the answers that are exactly right (rl/rollout.py), and each
     has advantage 1: the policy loss is then their log-likelihood."""
     keep_only_right = True
+    groups_rows = False  # only the right answers are kept: a prompt's rows are no longer G in a row
     unread = ("advantage_mode",)  # every right answer has advantage 1
 
     @staticmethod
@@ -298,6 +301,7 @@ class Preference:
     owner = "objective=dpo"
     unread = ("advantage_mode", "loss_aggregation", "clip_low", "clip_high")  # the DPO loss reads pairs
     skip_zero = False  # a pair has no advantage to test
+    groups_rows = False  # a row is a pair of answers
     needs_reference = True  # the DPO loss is measured against the policy RL started from
     keep_only_right = False
     graphable = False  # its pairs are formed on the host, and its loss reads their count as a number
@@ -464,7 +468,9 @@ class ObjectiveSettings:
                 (("baseline_momentum",), settings["advantage_mode"] != "baseline",
                  "belongs to advantage_mode=baseline"),
                 (("rl_cuda_graphs",), not chosen.graphable,
-                 "needs a policy-gradient objective (not ppo_critic or dpo)")]
+                 "needs a policy-gradient objective (not ppo_critic or dpo)"),
+                (("prefix_sharing",), not chosen.groups_rows,
+                 "needs an objective that trains on whole groups of answers (not rft or dpo)")]
 
     def objective_unread(self) -> tuple:
         """The row settings a resolved config's objective never reads (rft's advantage_mode, dpo's four)."""

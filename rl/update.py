@@ -31,7 +31,7 @@ from typing import Callable, Optional
 
 import torch
 
-from model.gpt import configure_optimizer
+from model.gpt import PromptGroups, configure_optimizer
 from rl import dist, seeding
 from rl.errors import ConfigError
 from rl.graphs import CapturedSteps, can_capture, portable
@@ -73,6 +73,10 @@ class ScheduleSettings:
     """on one CUDA device, replay each RL optimizer step (forward, backward, clipping, AdamW) as a captured CUDA graph,
     its rows padded to a power of two: eager steps are launch-bound (the adder's two at 64 prompts 12.6 ms on an H200
     against 5.1 ms of arithmetic); policy-gradient objectives, rl_ga_steps=1, no compile; not yet measured"""
+    prefix_sharing: bool = False
+    """the update's forward reads each prompt once for the answers to it in a micro-batch, not once per answer
+    (model/gpt.py PromptGroups): the same loss and gradient to float rounding, from fewer tokens through the linear
+    layers (the adder's 12 a row at most 5 + 8 / G); not with rl_cuda_graphs or compile"""
 
     def check_schedule(self, world_size: int = 1):
         """rl_ga_steps divides the answers each process samples a step (rl_batch_size / world_size prompts
@@ -89,7 +93,10 @@ class ScheduleSettings:
     def schedule_unused(self, settings: dict) -> list:
         """[(settings, whether nothing reads them here, whose they are)]: a graphed step is one micro-batch through
         the eager modules (the objective's part: rl/objectives.py graphable)."""
-        return [(("rl_cuda_graphs",), self.rl_ga_steps != 1 or self.compile, "needs rl_ga_steps=1 and compile=false")]
+        return [(("rl_cuda_graphs",), self.rl_ga_steps != 1 or self.compile, "needs rl_ga_steps=1 and compile=false"),
+                # a grouped pass has shapes that follow the data (its prompts): neither graphed nor compiled
+                (("prefix_sharing",), self.rl_cuda_graphs or self.compile,
+                 "is an eager pass, so it needs rl_cuda_graphs=false and compile=false")]
 
 
 @dataclass
@@ -149,7 +156,8 @@ class UpdateBatch:
     targets and its values when the rollout was scored (ppo_critic); pos (N, P + A), the position ids the
     answers were sampled at (None: the model's own, as for every fixed-length task). For DPO a row is a pair: every
     tensor has a second dimension of 2 (chosen, rejected), ref_logp holds sequence log-probs, and
-    advantages is None."""
+    advantages is None. groups: which of these rows share a prompt (prefix_sharing; a micro-batch's, set by the
+    Updater: a selection of rows has none)."""
     sequences: torch.Tensor
     generated: torch.Tensor
     mask: torch.Tensor
@@ -159,13 +167,18 @@ class UpdateBatch:
     returns: Optional[torch.Tensor] = None
     old_values: Optional[torch.Tensor] = None
     pos: Optional[torch.Tensor] = None
+    groups: Optional[PromptGroups] = None
 
     def __len__(self) -> int:
         return len(self.sequences)
 
+    def tensors(self) -> list:
+        """The names of the row tensors (every field but groups), set or not."""
+        return [f.name for f in fields(self) if f.name != "groups"]
+
     def select(self, rows) -> "UpdateBatch":
-        return UpdateBatch(*(None if getattr(self, f.name) is None else getattr(self, f.name)[rows]
-                             for f in fields(self)))
+        return UpdateBatch(*(None if getattr(self, name) is None else getattr(self, name)[rows]
+                             for name in self.tensors()))
 
     def blank(self, pad_token: int, num_rows: int = 1) -> "UpdateBatch":
         """num_rows all-pad rows shaped like these rows, with an empty mask and zeros elsewhere: what a rank
@@ -176,7 +189,7 @@ class UpdateBatch:
                 return None
             fill = pad_token if name in ("sequences", "generated") else 0
             return torch.full((num_rows, *t.shape[1:]), fill, dtype=t.dtype, device=t.device)
-        return UpdateBatch(*(blank(f.name) for f in fields(self)))
+        return UpdateBatch(*(blank(name) for name in self.tensors()))
 
     def padded(self, rows: torch.Tensor, num_rows: int, pad_token: int) -> "UpdateBatch":
         """Rows `rows` (indices on the device), then num_rows - len(rows) rows that add nothing: copies of the first
@@ -199,9 +212,12 @@ LossFn = Callable[[UpdateBatch, dict], dict]
 class Updater:
     """ppo_epochs passes of ppo_minibatches optimizer steps of every learner over an UpdateBatch."""
 
-    def __init__(self, config, info: dist.DistInfo, answer_len: int, pad_token: int, *, graphed: bool = False):
-        """graphed: replay each optimizer step from a CUDA graph (graphs_apply says where it may)."""
+    def __init__(self, config, info: dist.DistInfo, answer_len: int, pad_token: int, *, graphed: bool = False,
+                 prompt_len: int = 0):
+        """graphed: replay each optimizer step from a CUDA graph (graphs_apply says where it may); prompt_len: with
+        prefix_sharing, the prompts' length (the rows G to a prompt in a row, as rl/rollout.py's Rollout has them)."""
         self.config, self.info, self.answer_len, self.pad_token = config, info, answer_len, pad_token
+        self.prompt_len = prompt_len if config.prefix_sharing else 0
         self.graphs = None  # graphed: the policy's CapturedSteps, made at the first optimizer step
         self.graphed = graphed
         # the most rows a minibatch can have: this rank's answers of a step, split into ppo_minibatches (rounded up)
@@ -270,6 +286,8 @@ class Updater:
         norm = dict(num_tokens=counts["tokens"], num_sequences=counts["rows"], max_len=self.answer_len)
         sums["rows"] += len(rows)  # before skip_zero drops any: train/skipped_share's denominator
         sums["forwarded"] += len(forwarded)
+        if self.prompt_len:  # a micro-batch then holds whole groups' rows: a minibatch's gradient whatever its split
+            forwarded = forwarded.sort().values
         rows = forwarded.to(info.device, non_blocking=True)
         sums["optimizer_steps"] += 1
         if self.graphed:
@@ -277,10 +295,13 @@ class Updater:
         # Always rl_ga_steps chunks, some perhaps empty: every rank runs as many forwards and backwards,
         # so DDP's gradient all-reduces pair up across ranks.
         chunks, loss_sum = torch.tensor_split(rows, self.config.rl_ga_steps), 0.0
+        on_host = torch.tensor_split(forwarded, self.config.rl_ga_steps)  # the same rows, for their prompt groups
         for i, chunk in enumerate(chunks):
             # Every rank takes part in each gradient all-reduce, even with nothing to forward: an
             # empty micro-batch forwards one row with an empty mask (loss and gradient exactly 0).
             part = data.select(chunk) if len(chunk) else data.blank(self.pad_token)
+            if self.prompt_len and len(chunk):
+                part.groups = prompt_groups(on_host[i], self.config.rl_rollout_size, self.prompt_len, info.device)
             with ExitStack() as stack:
                 if i < len(chunks) - 1 and info.distributed:  # DDP syncs gradients on the last only
                     for learner in learners:
@@ -304,7 +325,7 @@ class Updater:
         padded_rows (UpdateBatch.padded), one micro-batch, the policy alone; its statistics summed into on_device."""
         if self.graphs is None:
             self.graphs = CapturedSteps(learner.optimizer)
-        names = [f.name for f in fields(data) if getattr(data, f.name) is not None]
+        names = [name for name in data.tensors() if getattr(data, name) is not None]
         part = data.padded(rows, padded_rows(len(rows), self.most_rows), self.pad_token)
 
         def step(tensors: tuple, numbers: dict) -> dict:  # reads nothing on the host: a graph can capture it
@@ -339,6 +360,16 @@ def add_on_device(on_device: dict, stats: dict):
     """Add a step's statistics (tensors) to the sums kept on the device (float64), in their order."""
     for k, v in stats.items():
         on_device[k] = on_device.get(k, 0.0) + v.double()
+
+
+def prompt_groups(rows: torch.Tensor, group_size: int, prompt_len: int, device) -> PromptGroups:
+    """The prompt groups (model/gpt.py PromptGroups) of a micro-batch whose rows are `rows` (n,), indices on the host
+    into a batch where rows i*G ... i*G+G-1 answer the same problem (G = group_size): made on the host from the
+    indices alone, so no host sync. Row r answers problem r // G; first is the first row of each problem."""
+    problems, inverse = torch.unique(rows // group_size, return_inverse=True)
+    first = torch.full((len(problems),), len(rows)).scatter_reduce(0, inverse, torch.arange(len(rows)), "amin")
+    to_device = lambda t: t.to(device, non_blocking=True)
+    return PromptGroups(prompt_len, to_device(first), to_device(inverse))
 
 
 def padded_rows(num_rows: int, most: int) -> int:

@@ -5,7 +5,8 @@ import copy
 import pytest
 import torch
 
-from model.gpt import GPT, AdamW, GPTConfig, KVCache, ModelSettings, logn_scale, matmul_attention, window_mask
+from model.gpt import (GPT, AdamW, GPTConfig, KVCache, ModelSettings, PromptGroups, logn_scale, matmul_attention,
+                       window_mask)
 from rl.errors import ConfigError
 from rl.warm_start import fingerprint
 from tests.helpers import make_config, make_trainer
@@ -391,3 +392,61 @@ def test_the_optimizer_steps_as_torchs_adamw_bit_for_bit():
     for model, make in zip(unfused, (AdamW, torch.optim.AdamW)):
         step(model, make(model.parameters(), lr=1e-2, fused=False, foreach=False))
     assert all(torch.equal(a, b) for a, b in zip(*(m.parameters() for m in unfused)))
+
+
+# ---- the grouped pass (PromptGroups): each shared prompt read once ------------------------------------------------
+def grouped_case(seed=0, P=5, A=4):
+    """Rows 0-1 share prompt a, rows 2-4 prompt b, row 5 prompt c, row 6 prompt a again (out of order, as rows of a
+    shuffled minibatch are): the sequences, their groups and the prompt length."""
+    g = torch.Generator().manual_seed(seed)
+    prompts = torch.randint(0, 14, (3, P), generator=g)
+    inverse = torch.tensor([0, 0, 1, 1, 1, 2, 0])
+    seq = torch.cat([prompts[inverse], torch.randint(0, 14, (len(inverse), A), generator=g)], dim=1)
+    return seq, PromptGroups(P, torch.tensor([0, 2, 5]), inverse), P
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(logn_attention=3), dict(attention_window=2),
+                                dict(attention_window=1, global_tokens=(10, 11))])
+@pytest.mark.parametrize("matmul", [False, True])
+@pytest.mark.parametrize("with_pos", [False, True])
+def test_a_grouped_pass_gives_the_full_pass_logits_from_the_prompts_last_token_on(kw, matmul, with_pos):
+    model = make_model(**kw, n_position=32)
+    model.configure_runtime(matmul_attention=matmul)
+    seq, groups, P = grouped_case()
+    # ids a task chooses: the same for the rows of a prompt, as rl/rollout.py repeats them (repeated ids included)
+    pos = torch.randint(0, 32, (3, seq.shape[1]), generator=torch.Generator().manual_seed(1))[groups.inverse]
+    pos = pos if with_pos else None
+    full = model(seq, pos=pos)[:, P - 1:]
+    grouped = model(seq, pos=pos, groups=groups)
+    assert grouped.shape == (7, seq.shape[1] - P + 1, 14)
+    torch.testing.assert_close(grouped, full, rtol=1e-5, atol=1e-5)
+    # rows grouped under another row's prompt get that prompt's logits, not their own: the groups are read
+    wrong = model(seq, pos=pos, groups=PromptGroups(P, groups.first, groups.inverse.roll(1)))
+    assert (wrong - full).abs().max() > 1e-2
+
+
+def test_a_grouped_pass_takes_the_full_pass_gradient():
+    model = make_model()
+    seq, groups, P = grouped_case()
+    weights = torch.randn(7, seq.shape[1] - P + 1, 14, generator=torch.Generator().manual_seed(2))
+    grads = []
+    for kwargs in (dict(), dict(groups=groups)):
+        model.zero_grad(set_to_none=True)
+        logits = model(seq, **kwargs)
+        ((logits[:, P - 1:] if not kwargs else logits) * weights).sum().backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    for full, grouped in zip(*grads):
+        torch.testing.assert_close(grouped, full, rtol=1e-4, atol=1e-5 * full.abs().max().item())
+    assert all(g.abs().sum() > 0 for g in grads[1])  # every weight took a gradient: the comparison is real
+
+
+def test_a_grouped_pass_refuses_dropout_and_a_prompt_that_is_not_inside_the_row():
+    model = make_model(dropout=0.1).train()
+    seq, groups, P = grouped_case()
+    with pytest.raises(ValueError, match=r"^a grouped pass has no dropout: rows sharing a prompt would share its "
+                                         r"dropout mask; call model.eval\(\) first$"):
+        model(seq, groups=groups)
+    model.eval()
+    for length in (0, seq.shape[1]):
+        with pytest.raises(ValueError, match=rf"^a grouped pass needs a prompt of 1 to 8 tokens, got {length}$"):
+            model(seq, groups=PromptGroups(length, groups.first, groups.inverse))

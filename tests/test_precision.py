@@ -105,6 +105,7 @@ def test_reduce_sums_reads_the_device_once_and_gives_each_numbers_float():
 @pytest.mark.parametrize("overrides, once_a_step", [
     (dict(), 4),  # the adder: problem replay, and dynamic sampling's refill round
     (dict(config_name="MultiplierRLConfig"), 4),
+    (dict(prefix_sharing=True), 4),  # its prompt groups are made on the host, from the rows' indices
     (dict(rl_algorithm="ppo_critic"), 5),  # and GAE's whitening, over all ranks
     (dict(rl_algorithm="dpo"), 5),  # and the rewards, which pair answers on the host
 ])

@@ -10,12 +10,13 @@ import pytest
 import torch
 
 import reference
-from helpers import assert_grads_close, capture_gradients, critic_of, make_trainer
+from helpers import assert_grads_close, capture_gradients, critic_of, make_config, make_trainer
 from model.gpt import KVCache
 from rl import objectives
 from rl.algorithms import ALGORITHMS, group_all_equal
+from rl.errors import ConfigError
 from rl.problem_sampler import pair_keys
-from rl.update import lr_lambda
+from rl.update import lr_lambda, prompt_groups
 
 
 def test_learning_rate_schedule_by_hand():
@@ -127,6 +128,13 @@ CASES = {
     "dpo": dict(rl_algorithm="dpo", dpo_beta=0.5, learning_rate=1e-2),
     "dpo-minibatches": dict(rl_algorithm="dpo", ppo_epochs=2, ppo_minibatches=2),
     "rft": dict(rl_algorithm="rft", rewards="exact_match:1.0", ndigit=1, n_embed=64),
+    # each prompt read once for its answers in a micro-batch (rows shuffled into two minibatches, two micro-batches)
+    "dapo-prefix-sharing": dict(rl_algorithm="dapo", rl_temperature=0.8, prefix_sharing=True),
+    "kl-k3-prefix-sharing": dict(rl_algorithm="grpo", kl_coef=0.5, kl_estimator="k3", learning_rate=1e-2,
+                                 prefix_sharing=True, ppo_minibatches=2, rl_ga_steps=2),
+    "token-credit-prefix-sharing": dict(rl_algorithm="dapo", advantage_mode="token_zscore", prefix_sharing=True),
+    "ppo-critic-prefix-sharing": dict(rl_algorithm="ppo_critic", gamma=0.9, gae_lambda=0.8, critic_learning_rate=1e-2,
+                                      prefix_sharing=True),
 }
 
 
@@ -232,6 +240,46 @@ def test_micro_batches_and_skipped_answers_do_not_change_the_gradient():
     assert_grads_close(grads[1][0], grads[0][0], rtol=1e-4)
     assert_grads_close(grads[2][0], grads[0][0], rtol=1e-4)
     assert metrics[0]["train/policy_loss"] == pytest.approx(metrics[1]["train/policy_loss"], abs=1e-6)
+
+
+def test_prompt_groups_by_hand():
+    # rows 9, 8, 2, 11, 3 of a batch of groups of 4: problems 2, 2, 0, 2, 0 -> first rows 2 (problem 0), 0 (problem 2)
+    groups = prompt_groups(torch.tensor([9, 8, 2, 11, 3]), group_size=4, prompt_len=7, device="cpu")
+    assert groups.length == 7 and groups.first.tolist() == [2, 0] and groups.inverse.tolist() == [1, 1, 0, 1, 0]
+
+
+def test_prefix_sharing_reads_fewer_tokens_and_takes_the_same_step():
+    # the adder's tiny trainer: 16 prompts x 4 answers, two minibatches of shuffled rows, two micro-batches each
+    trainers = [make_trainer(grad_clip=0.0, prefix_sharing=flag) for flag in (False, True)]
+    grads = [capture_gradients(t) for t in trainers]
+    tokens = [[] for _ in trainers]
+    for t, seen in zip(trainers, tokens):
+        t.model.register_forward_pre_hook(lambda m, args, kw, seen=seen: seen.append(
+            args[0].numel() if kw.get("groups") is None else len(kw["groups"].first) * kw["groups"].length +
+            args[0][:, kw["groups"].length:].numel()), with_kwargs=True)
+    metrics = [t.train_step() for t in trainers]
+    assert len(grads[0]) == len(grads[1]) == 2
+    for plain, shared in zip(*grads):
+        assert_grads_close(shared, plain, rtol=1e-5)
+    for key in ("train/policy_loss", "train/entropy", "train/grad_norm", "train/ratio_mean"):
+        assert metrics[1][key] == pytest.approx(metrics[0][key], rel=1e-5, abs=1e-7)
+    for p, q in zip(trainers[0].model.parameters(), trainers[1].model.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6)
+    # the update's four micro-batches (after the sampler's prefills): each reads a prompt once for its rows
+    update = [seen[-4:] for seen in tokens]
+    assert sum(update[1]) < 0.9 * sum(update[0]), update
+
+
+@pytest.mark.parametrize("overrides, why", [
+    (dict(rl_algorithm="rft", rewards="exact_match:1.0"), "it needs an objective that trains on whole groups of answers (not rft or dpo)"),
+    (dict(rl_algorithm="dpo"), "it needs an objective that trains on whole groups of answers (not rft or dpo)"),
+    (dict(rl_cuda_graphs=True, rl_ga_steps=1), "it is an eager pass, so it needs rl_cuda_graphs=false and compile=false"),
+    (dict(compile=True), "it is an eager pass, so it needs rl_cuda_graphs=false and compile=false"),
+])
+def test_prefix_sharing_is_refused_where_it_cannot_apply(overrides, why):
+    with pytest.raises(ConfigError) as e:
+        make_config(prefix_sharing=True, **overrides)
+    assert str(e.value) == f"prefix_sharing=True has no effect here: {why}; set that, or leave prefix_sharing unset"
 
 
 def test_gradients_are_clipped_to_grad_clip_by_their_global_norm():
