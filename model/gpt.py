@@ -32,6 +32,12 @@ cached decode keeps every token's id, KVCache.ids, .glob; Longformer's sliding w
 coupled ids that is the digits of the columns around its own, however long the numbers, so a query's softmax
 spreads over as many keys at 100 digits as at 10 (docs/results.md, "A window of columns").
 
+A grouped pass (`PromptGroups`): rows that begin with the same prompt, as the G answers to one problem do, read it
+once. forward(idx, groups=...) runs each distinct prompt through the blocks once and each row's continuation after
+it, the continuation's attention reading its prompt's keys and values (`CausalSelfAttention.grouped`): a full pass's
+logits from the prompt's last token on, to float rounding, with the linear layers seeing U * P + N * T tokens
+instead of N * (P + T). The update's prefix_sharing setting (rl/update.py) forwards its micro-batches so.
+
 Initial weights as GPT-2's (std 0.02, the residual projections scaled down with depth), the query and key
 projections times GPTConfig.qk_init_scale (1 by default). A logit is q . k, a product of two small matrices: each
 grows only as fast as the other is large, so at GPT-2's scale attention starts near uniform and the adder's warm

@@ -19,7 +19,9 @@ CASES.update({"batch-zscore": dict(rl_algorithm="reinforce", advantage_mode="bat
               "token-credit": dict(rl_algorithm="dapo", advantage_mode="token_zscore"),
               "kl-k2-entropy": dict(rl_algorithm="ppo", kl_coef=0.5, kl_estimator="k2", entropy_coef=0.1),
               # untied, the critic's trunk must hold no parameter without a gradient, or DDP's reduction fails
-              "ppo_critic-untied": dict(rl_algorithm="ppo_critic", tie_weights=False)})
+              "ppo_critic-untied": dict(rl_algorithm="ppo_critic", tie_weights=False),
+              # each rank's micro-batches read each prompt once, through its DDP wrapper
+              "dapo-prefix-sharing": dict(rl_algorithm="dapo", prefix_sharing=True)})
 STEPS = 2  # the second step has a baseline and a policy that has moved away from the KL reference
 
 

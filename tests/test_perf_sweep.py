@@ -41,14 +41,17 @@ def test_cpu_sweep_records_every_measurement(tmp_path, capsys):
         assert r["status"] == "ok" and r["prompts"] == 2 and r["device"] == "cpu"
         assert math.isfinite(r[KINDS[r["metric"]]]) and r[KINDS[r["metric"]]] > 0, r
     # both precisions of each kind, and the two whole-step settings (auto, fp32)
+    plain = [r for r in rows if not r.get("matmul_attention") and not r.get("prefix_sharing")]
     for kind in ("sweep_sampling", "sweep_update", "sweep_forward_backward"):
-        assert sorted(r["precision"] for r in rows if r["metric"] == kind and not r.get("matmul_attention")) == \
-            ["bf16", "fp32"]
+        assert sorted(r["precision"] for r in plain if r["metric"] == kind) == ["bf16", "fp32"]
     # and sampling, the update (bf16) and a whole step (auto) with attention in plain matmuls
     matmul = [(r["metric"], r["precision"]) for r in rows if r.get("matmul_attention")]
     assert sorted(matmul) == [("sweep_sampling", "bf16"), ("sweep_step", "auto"), ("sweep_update", "bf16")]
+    # and the update (fp32, the CPU's fastest) and a whole step (auto) reading each prompt once for its answers
+    shared = [(r["metric"], r["precision"]) for r in rows if r.get("prefix_sharing")]
+    assert sorted(shared) == [("sweep_step", "auto"), ("sweep_update", "fp32")]
     steps = [r for r in rows if r["metric"] == "sweep_step"]
-    assert sorted(r["precision"] for r in steps) == ["auto", "auto", "fp32"]
+    assert sorted(r["precision"] for r in steps) == ["auto", "auto", "auto", "fp32"]
     for r in steps:
         shares = [r[f"{k}_share"] for k in ("rollout", "reward", "update", "other")]
         assert all(0.0 <= x <= 1.0 for x in shares) and abs(sum(shares) - 1.0) < 1e-6, r
@@ -171,6 +174,10 @@ def test_the_sweep_table_puts_each_kind_of_update_in_its_own_column():
             row(0.01, matmul_attention=True), row(0.012)]
     header, _, line = ([c.strip() for c in text.split("|")] for text in sweep_table(rows).splitlines())
     update = header.index("update s bf16")  # (the step's columns that follow repeat some names)
-    assert header[update:update + 4] == ["update s bf16", "the same, matmul attention", "and compiled",
-                                         "or graphed (rl_cuda_graphs)"]
-    assert line[update:update + 4] == ["0.0120", "0.0100", "0.0200", "0.0030"]
+    assert header[update:update + 5] == ["update s bf16", "the same, matmul attention", "and compiled",
+                                         "or graphed (rl_cuda_graphs)", "or prefix sharing"]
+    assert line[update:update + 5] == ["0.0120", "0.0100", "0.0200", "0.0030", "-"]
+    # a prefix-sharing update has its own column too, and takes nobody else's
+    rows.insert(0, row(0.007, matmul_attention=True, prefix_sharing=True))
+    _, _, line = ([c.strip() for c in text.split("|")] for text in sweep_table(rows).splitlines())
+    assert line[update:update + 5] == ["0.0120", "0.0100", "0.0200", "0.0030", "0.0070"]

@@ -38,15 +38,17 @@ config's rl_rollout_size answers a prompt), one JSON line a row, one record in -
                           CUDA-graphed (CUDA only) x fp32 and bf16 autocast; tokens and answers per second
   sweep_update            the step's update alone on a fixed sampled batch (as `fixed_update`), fp32 and bf16;
                           on CUDA also bf16 with matmul attention compiled (--compile=true: torch.compile);
-                          first_call_seconds: its first call alone (the compile, where compiled)
+                          with each prompt read once for its answers (prefix_sharing: bf16 and matmul
+                          attention on CUDA, fp32 on the CPU); first_call_seconds: its first call alone (the
+                          compile, where compiled)
   sweep_forward_backward  the bare limit: forward + backward + the fused AdamW step over as many sequences
                           (B * G rows of max_seq_len - 1 tokens) in a tight loop, fp32 and bf16, with the
                           model-FLOP rate (3 x `forward_flops` a sequence; the AdamW step not counted)
   sweep_step              whole trainer.train_step()s, after untimed ones until a step captures no new decode
                           graph (warmup_steps, warmup_seconds: the compile too, where compiled; captures_timed
                           counts any later capture): precision auto with CUDA graphs (the defaults), fp32
-                          eager, and on CUDA matmul attention, compiled or not; median step seconds, answers
-                          generated per second, and the median step's stage shares
+                          eager, and on CUDA matmul attention, compiled or not; with prefix_sharing (auto); median
+                          step seconds, answers generated per second, and the median step's stage shares
 
 Every timer starts and stops after torch.cuda.synchronize() on CUDA; a measurement takes at most --reps
 timed calls and stops earlier once they have taken --budget seconds. A row that runs out of device memory
@@ -384,14 +386,17 @@ def sweep_sampling(s: Sweep, trainer: MathRLTrainer, precision: str, graphs: boo
 
 
 def sweep_update(s: Sweep, trainer: MathRLTrainer, precision: str, matmul: bool = False, compile: bool = False,
-                 rl_graphs: bool = False) -> dict:
+                 rl_graphs: bool = False, prefix_sharing: bool = False) -> dict:
     """The step's update alone (forward + backward + optimizer step) on one fixed sampled batch; rl_graphs: its
-    optimizer steps replayed from CUDA graphs (rl_cuda_graphs; the first calls capture them)."""
+    optimizer steps replayed from CUDA graphs (rl_cuda_graphs; the first calls capture them); prefix_sharing: each
+    prompt read once for its answers in a micro-batch (the setting of that name)."""
     s.runtime(trainer.model, precision, matmul=matmul, compile=compile)
     trainer.updater.graphed = rl_graphs
+    trainer.updater.prompt_len = trainer.env.prompt_len if prefix_sharing else 0
     batch, update = fixed_update(trainer)
     first = timed(update, 1, 0, device=s.device)  # what a run pays once: compiling, when compiled
     seconds = s.timed(update)
+    trainer.updater.prompt_len = 0
     return dict(seconds=seconds, first_call_seconds=first, answers_trained=len(batch),
                 answers_per_second=len(batch) / seconds,
                 model_flops_per_second=update_flops(trainer.config, len(batch)) / seconds)
@@ -421,11 +426,11 @@ def sweep_forward_backward(s: Sweep, trainer: MathRLTrainer, precision: str) -> 
 
 
 def sweep_steps(s: Sweep, prompts: int, precision: str, graphs: bool, matmul: bool = False,
-                compile: bool = False, rl_graphs: bool = False) -> dict:
+                compile: bool = False, rl_graphs: bool = False, prefix_sharing: bool = False) -> dict:
     """Whole RL steps of a fresh trainer: warm-up steps until one captures no decode graph, then up to reps
     (within the budget). The shares are those of the median step (by seconds), so that they sum to 1."""
     trainer = s.trainer(prompts, precision=precision, cuda_graphs=graphs, matmul_attention=matmul, compile=compile,
-                        rl_cuda_graphs=rl_graphs)
+                        rl_cuda_graphs=rl_graphs, prefix_sharing=prefix_sharing)
     # Dynamic sampling's refill rounds come in sizes that round up to new powers of two for the first few
     # steps, and each new size's decode is captured as a graph once (an eager run and the capture): a cost
     # a run pays once, which a timed step must not (on an H200 it put 0.19-0.23 s steps beside 0.12 s ones).
@@ -491,6 +496,11 @@ def sweep_size(s: Sweep, prompts: int):
         # (last: a table's cell takes the first row with its labels) each optimizer step replayed from a graph
         s.row("sweep_update", prompts, lambda: sweep_update(s, trainer, "bf16", matmul=True, rl_graphs=True),
               precision="bf16", matmul_attention=True, rl_cuda_graphs=True)
+    # each prompt read once for its answers (prefix_sharing), in the device's fastest eager setting: bf16 and matmul
+    # attention on CUDA, fp32 on the CPU
+    fast = dict(precision="bf16", matmul_attention=True) if s.cuda else dict(precision="fp32")
+    s.row("sweep_update", prompts, lambda: sweep_update(s, trainer, fast["precision"], matmul=s.cuda,
+                                                        prefix_sharing=True), **fast, prefix_sharing=True)
     s.runtime(trainer.model, "auto")
     del trainer
     s.free()
@@ -505,6 +515,8 @@ def sweep_size(s: Sweep, prompts: int):
               precision="auto", graphs=True, matmul_attention=True, compile=True)
         s.row("sweep_step", prompts, lambda: sweep_steps(s, prompts, "auto", True, matmul=True, rl_graphs=True),
               precision="auto", graphs=True, matmul_attention=True, rl_cuda_graphs=True)
+    s.row("sweep_step", prompts, lambda: sweep_steps(s, prompts, "auto", s.cuda, matmul=s.cuda, prefix_sharing=True),
+          precision="auto", graphs=s.cuda, **({"matmul_attention": True} if s.cuda else {}), prefix_sharing=True)
 
 
 def sweep(config_name: str, device: torch.device, sizes, *, reps: int = 5, budget_s: float = 30.0) -> list:
@@ -535,25 +547,30 @@ def sweep_table(rows: list) -> str:
         tok = lambda precision, graphs: cell("sweep_sampling", prompts, "tokens_per_second", "{:,.0f}",
                                              precision=precision, graphs=graphs)
         sec = lambda metric, precision: cell(metric, prompts, "seconds", "{:.4f}", precision=precision,
-                                             matmul_attention=None, compile=None, rl_cuda_graphs=None)
+                                             matmul_attention=None, compile=None, rl_cuda_graphs=None,
+                                             prefix_sharing=None)
         matmul = lambda metric, key, fmt: cell(metric, prompts, key, fmt, matmul_attention=True, compile=None,
-                                               rl_cuda_graphs=None)
+                                               rl_cuda_graphs=None, prefix_sharing=None)
         compiled = lambda metric, key, fmt: cell(metric, prompts, key, fmt, compile=True)
         graphed = lambda metric, key, fmt: cell(metric, prompts, key, fmt, rl_cuda_graphs=True)
+        shared = lambda metric, key, fmt: cell(metric, prompts, key, fmt, prefix_sharing=True)
         lines.append([prompts, tok("fp32", False), tok("bf16", True),
                       matmul("sweep_sampling", "tokens_per_second", "{:,.0f}"), sec("sweep_update", "fp32"),
                       sec("sweep_update", "bf16"), matmul("sweep_update", "seconds", "{:.4f}"),
                       compiled("sweep_update", "seconds", "{:.4f}"), graphed("sweep_update", "seconds", "{:.4f}"),
+                      shared("sweep_update", "seconds", "{:.4f}"),
                       f"{sec('sweep_forward_backward', 'fp32')} / {sec('sweep_forward_backward', 'bf16')}",
-                      cell("sweep_step", prompts, "answers_per_second", "{:,.0f}", precision="auto"),
+                      cell("sweep_step", prompts, "answers_per_second", "{:,.0f}", precision="auto",
+                           prefix_sharing=None),
                       matmul("sweep_step", "answers_per_second", "{:,.0f}"),
                       compiled("sweep_step", "answers_per_second", "{:,.0f}"),
-                      graphed("sweep_step", "answers_per_second", "{:,.0f}"), shares(prompts)])
+                      graphed("sweep_step", "answers_per_second", "{:,.0f}"),
+                      shared("sweep_step", "answers_per_second", "{:,.0f}"), shares(prompts)])
     headers = ["prompts", "sampling tok/s eager fp32", "sampling tok/s graphs bf16", "the same, matmul attention",
                "update s fp32", "update s bf16", "the same, matmul attention", "and compiled",
-               "or graphed (rl_cuda_graphs)", "bare fwd+bwd+AdamW s fp32 / bf16", "step answers/s (auto)",
-               "the same, matmul attention", "and compiled", "or graphed",
-               "step shares rollout / reward / update / other (auto)"]
+               "or graphed (rl_cuda_graphs)", "or prefix sharing", "bare fwd+bwd+AdamW s fp32 / bf16",
+               "step answers/s (auto)", "the same, matmul attention", "and compiled", "or graphed",
+               "or prefix sharing", "step shares rollout / reward / update / other (auto)"]
     return markdown_table(headers, lines)
 
 

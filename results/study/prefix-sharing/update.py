@@ -1,10 +1,14 @@
-"""The RL step's update with and without prefix_sharing, on one fixed sampled batch of a preset's trainer.
+"""The RL step's update with and without prefix_sharing, paired in one process, on one fixed sampled batch.
 
-    PYTHONPATH=. python results/study/prefix-sharing/update.py AdderRLConfig [--prefix_sharing] [--reps 7]
+    PYTHONPATH=. python results/study/prefix-sharing/update.py AdderRLConfig [--pairs 30] [--set KEY=VALUE ...] \
+        [--out results/study/prefix-sharing/update-pairs.json]
 
-Builds the trainer as rl/tools/perf.py does (random weights, the digit_match reward, so every answer trains and
-none is skipped), samples one step's batch, runs the update once untimed, then `reps` times, and prints one JSON
-line: the median and range of the update's seconds, and the tokens its forwards read (the linear layers' rows).
+Two trainers of the preset, built as rl/tools/perf.py builds them (random weights, the digit_match reward, so every
+answer trains and none is skipped), the same weights and the same sampled batch, one with prefix_sharing. After one
+untimed update each, their updates alternate (A B, then B A), `pairs` times; prints one JSON line: each one's median
+seconds, the ratio shared / plain pair by pair (median, min, max), and the tokens the update's forwards read (what the
+linear layers see: a grouped pass reads U * P + N * T, a full pass N * (P + T)), with the machine; --out adds it to
+that file's rows.
 """
 
 import argparse
@@ -12,41 +16,67 @@ import json
 import statistics
 import time
 
+import os
+
 import torch
 
+from rl.tools import results
 from rl.tools.perf import build_trainer, fixed_update
+
+
+def counting(trainer, tokens: list):
+    """Record the tokens each forward of the trainer's policy reads."""
+    def count(module, args, kwargs):
+        groups, idx = kwargs.get("groups"), args[0]
+        tokens.append(idx.numel() if groups is None else len(groups.first) * groups.length
+                      + idx[:, groups.length:].numel())
+    return trainer.model.register_forward_pre_hook(count, with_kwargs=True)
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("config")
-    p.add_argument("--prefix_sharing", action="store_true")
-    p.add_argument("--reps", type=int, default=7)
+    p.add_argument("--pairs", type=int, default=30)
+    p.add_argument("--set", nargs="*", default=[], help="KEY=VALUE overrides of both (ints, floats, true/false)")
+    p.add_argument("--out", default=None, help="a JSON file whose rows this measurement joins")
     a = p.parse_args()
-    trainer = build_trainer(a.config, prefix_sharing=a.prefix_sharing)
-    batch, update = fixed_update(trainer)
-    tokens = []
-
-    def count(module, args, kwargs):  # what the linear layers of each forward read
-        groups = kwargs.get("groups")
-        idx = args[0]
-        tokens.append(idx.numel() if groups is None else len(groups.first) * groups.length
-                      + idx[:, groups.length:].numel())
-    hook = trainer.model.register_forward_pre_hook(count, with_kwargs=True)
-    update()  # untimed: first-call allocations
-    hook.remove()
-    seconds = []
-    for _ in range(a.reps):
-        t0 = time.perf_counter()
-        update()
-        seconds.append(time.perf_counter() - t0)
+    parse = lambda v: {"true": True, "false": False}.get(v.lower(), v)
+    overrides = {k: parse(v) for k, v in (kv.split("=", 1) for kv in a.set)}
+    for k, v in overrides.items():
+        for cast in (int, float):
+            try:
+                overrides[k] = cast(v)
+                break
+            except (TypeError, ValueError):
+                pass
+    updates, tokens, rows = {}, {}, {}
+    for flag in (False, True):
+        trainer = build_trainer(a.config, prefix_sharing=flag, **overrides)
+        batch, updates[flag] = fixed_update(trainer)
+        tokens[flag], rows[flag] = [], len(batch)
+        hook = counting(trainer, tokens[flag])
+        updates[flag]()  # untimed: first-call allocations (and its forwards' tokens counted)
+        hook.remove()
+    assert rows[False] == rows[True]  # the same batch
+    seconds = {False: [], True: []}
+    for i in range(a.pairs):
+        for flag in ((False, True) if i % 2 == 0 else (True, False)):
+            t0 = time.perf_counter()
+            updates[flag]()
+            seconds[flag].append(time.perf_counter() - t0)
+    ratios = [s / p for s, p in zip(seconds[True], seconds[False])]
     c = trainer.config
-    print(json.dumps(dict(config=a.config, prefix_sharing=a.prefix_sharing, rows=len(batch),
-                          ppo_minibatches=c.ppo_minibatches, rl_ga_steps=c.rl_ga_steps, forwards=len(tokens),
-                          tokens=sum(tokens), threads=torch.get_num_threads(),
-                          update_seconds_median=statistics.median(seconds), update_seconds_min=min(seconds),
-                          update_seconds_max=max(seconds), reps=a.reps, torch=torch.__version__)))
-
+    row = dict(
+        config=a.config, set=overrides, rows=rows[True], ppo_minibatches=c.ppo_minibatches, rl_ga_steps=c.rl_ga_steps,
+        prompt_len=trainer.env.prompt_len, answer_len=trainer.env.answer_len, rl_rollout_size=c.rl_rollout_size,
+        tokens_plain=sum(tokens[False]), tokens_shared=sum(tokens[True]), pairs=a.pairs,
+        seconds_plain=statistics.median(seconds[False]), seconds_shared=statistics.median(seconds[True]),
+        ratio_median=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios), **results.machine())
+    print(json.dumps(row), flush=True)
+    if a.out:
+        rec = json.load(open(a.out)) if os.path.exists(a.out) else {"tool": "prefix-sharing-update", "rows": []}
+        rec["rows"].append(row)
+        results.save(rec, a.out)
 
 if __name__ == "__main__":
     main()
