@@ -80,7 +80,7 @@ class ScheduleSettings:
     against 5.1 ms of arithmetic); policy-gradient objectives, rl_ga_steps=1, no compile; not yet measured"""
     prefix_sharing: bool = False
     """the update's forward reads each prompt once for its answers in a micro-batch, not once per answer (model/gpt.py
-    PromptGroups): the same step to float rounding; the adder's update 1.6x faster on a 2-core CPU, 1.9x at 256 prompts,
+    PromptGroups): the same step to float rounding; the adder's update 1.5x faster on a 2-core CPU, 1.9x at 256 prompts,
     2-digit multiplication's 1.2x (results/study/prefix-sharing/); not with rl_cuda_graphs or compile"""
 
     def check_schedule(self, world_size: int = 1):
