@@ -270,11 +270,13 @@ def test_prefix_sharing_reads_fewer_tokens_and_takes_the_same_step():
     assert sum(update[1]) < 0.9 * sum(update[0]), update
 
 
+GROUPS_ONLY = "it needs an objective that trains on whole groups of answers (not rft or dpo)"
+EAGER_ONLY = "it is an eager pass, so it needs rl_cuda_graphs=false and compile=false"
+
+
 @pytest.mark.parametrize("overrides, why", [
-    (dict(rl_algorithm="rft", rewards="exact_match:1.0"), "it needs an objective that trains on whole groups of answers (not rft or dpo)"),
-    (dict(rl_algorithm="dpo"), "it needs an objective that trains on whole groups of answers (not rft or dpo)"),
-    (dict(rl_cuda_graphs=True, rl_ga_steps=1), "it is an eager pass, so it needs rl_cuda_graphs=false and compile=false"),
-    (dict(compile=True), "it is an eager pass, so it needs rl_cuda_graphs=false and compile=false"),
+    (dict(rl_algorithm="rft", rewards="exact_match:1.0"), GROUPS_ONLY), (dict(rl_algorithm="dpo"), GROUPS_ONLY),
+    (dict(rl_cuda_graphs=True, rl_ga_steps=1), EAGER_ONLY), (dict(compile=True), EAGER_ONLY),
 ])
 def test_prefix_sharing_is_refused_where_it_cannot_apply(overrides, why):
     with pytest.raises(ConfigError) as e:

@@ -4,10 +4,11 @@
 # check); with Python's bytecode cached (as results/gpu/session6.sh caches it) and --sft_cuda_graphs=true, the
 # adder (its query and key weights 4 times larger at the start, its warm start to 0.97, then to 0.99), the multiplier
 # and 3-digit multiplication (its warm start to 0.97) at 256 prompts a step (chosen on validation on the CPU: results/study/gpu-recipe-on-cpu/,
-# results/study/stopping-rule/), on seeds 1337, 0 and 1; on validation (seed 0), the adder with --rl_cuda_graphs; the RL step's reads of the device before and after and with
+# results/study/stopping-rule/), on seeds 1337, 0 and 1; on validation (seed 0), the adder with --rl_cuda_graphs, then
+# with --prefix_sharing; the RL step's reads of the device before and after and with
 # RL's optimizer steps graphed (session7_probe.py, at 64 prompts, then at 256; the tree before, e5829fa, carried as
 # .old_tree: mkdir .old_tree && git archive e5829fa rl model configs | tar -x -C .old_tree); then the sweep (with
-# --rl_cuda_graphs rows).
+# --rl_cuda_graphs and --prefix_sharing rows).
 #   bash results/gpu/session7.sh          # about 10 minutes on an H200 (run it with timeout_s=590: the sweep last, what
 #                                         # the limit cuts; every stage before it is saved as it ends)
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
@@ -62,6 +63,11 @@ save
 timeout 75 python3 -m rl.tools.benchmark --results $G --seeds 0 --configs AdderRLConfig --set $A sft_target_accuracy=0.97 \
   rl_cuda_graphs=true \
   > $W/candidate-adder-graphs.log 2>&1; tail -2 $W/candidate-adder-graphs.log | cut -c1-300; save
+# and each prompt read once for its answers in the update (--prefix_sharing: the same step to float rounding; the
+# update alone 1.5x faster on the CPU at 64 prompts, 1.9x at 256: results/study/prefix-sharing/), validation only
+# (seed 0); the sweep below has its update and step in columns of their own
+timeout 75 python3 -m rl.tools.benchmark --results $G --seeds 0 --configs AdderRLConfig --set $A sft_target_accuracy=0.97 \
+  prefix_sharing=true > $W/candidate-adder-prefix.log 2>&1; tail -2 $W/candidate-adder-prefix.log | cut -c1-300; save
 # the update alone and whole steps at 64 prompts: the tree before the fewer reads, after, and after with RL's
 # optimizer steps graphed, in turn (A B C A B C)
 for r in 1 2; do for t in old new graphed; do
