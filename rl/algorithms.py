@@ -221,6 +221,8 @@ def answer_logits(model, sequences: torch.Tensor, prompt_len: int, temperature: 
     ids = None if pos is None else pos[:, :-1]
     if groups is not None:  # a grouped pass returns the logits from position P - 1 on
         return model(sequences[:, :-1], pos=ids, groups=groups).float() / temperature
+    if pos is None:  # (a model of tokens alone, as the tests' stand-ins are, takes the call it always took)
+        return model(sequences[:, :-1])[:, prompt_len - 1:].float() / temperature
     return model(sequences[:, :-1], pos=ids)[:, prompt_len - 1:].float() / temperature
 
 
