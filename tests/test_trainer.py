@@ -274,6 +274,20 @@ GROUPS_ONLY = "it needs an objective that trains on whole groups of answers (not
 EAGER_ONLY = "it is an eager pass, so it needs rl_cuda_graphs=false and compile=false"
 
 
+def test_with_prefix_sharing_a_minibatchs_micro_batches_share_at_most_one_prompt():
+    # its rows are sorted before the split, so each micro-batch holds whole groups' rows (but the one cut in two)
+    trainer = make_trainer(prefix_sharing=True, rl_ga_steps=4)
+    prompts = []
+    trainer.model.register_forward_pre_hook(lambda m, args, kw: prompts.append(
+        {tuple(p) for p in args[0][kw["groups"].first, :kw["groups"].length].tolist()})
+        if kw.get("groups") is not None else None, with_kwargs=True)
+    trainer.train_step()
+    assert len(prompts) == 8  # 2 minibatches x 4 micro-batches
+    for minibatch in (prompts[:4], prompts[4:]):
+        for i, a in enumerate(minibatch):
+            assert all(len(a & b) <= 1 for b in minibatch[i + 1:]), minibatch
+
+
 @pytest.mark.parametrize("overrides, why", [
     (dict(rl_algorithm="rft", rewards="exact_match:1.0"), GROUPS_ONLY), (dict(rl_algorithm="dpo"), GROUPS_ONLY),
     (dict(rl_cuda_graphs=True, rl_ga_steps=1), EAGER_ONLY), (dict(compile=True), EAGER_ONLY),
