@@ -34,7 +34,7 @@ RESUMABLE = ("learning_rate", "critic_learning_rate", "min_lr_ratio", "warmup_st
              "eval_interval", "save_interval", "keep_snapshots", "max_bad_steps", "log_interval", "eval_batch_size",
              "num_eval", "num_mistakes", "device", "backend", "wandb_project", "wandb_run_name", "out_dir",
              "precision", "cuda_graphs", "matmul_attention", "compile", "sft_cuda_graphs", "rl_cuda_graphs",
-             "rl_target_accuracy", "rl_target_evals")
+             "prefix_sharing", "rl_target_accuracy", "rl_target_evals")
 # what a snapshot of RL holds beside the model (MathRLTrainer.state_dict); checked before anything is loaded
 RL_KEYS = ("optimizer", "scheduler", "baseline", "step", "bad_steps_in_a_row", "num_skipped_steps", "problem_sampler",
            "config")

@@ -301,6 +301,16 @@ def test_a_resume_applies_and_records_a_new_learning_rate_and_length(tmp_path, c
     assert [r["step"] for r in metrics(aside)] == [0, 1, 2, 3, 4]
 
 
+def test_a_resume_may_turn_prefix_sharing_on(tmp_path, capsys, finished):
+    # how the update computes, not what: the same step to float rounding, so a stopped run may take it up
+    out = copy_of(finished, tmp_path)
+    os.remove(out / "rl_snapshot_4.pt")
+    code, stdout, err = main(capsys, [*args_with(ARGS, prefix_sharing="true"), f"--out_dir={out}"])
+    assert code == 0, err
+    assert "Changed from this step on (recorded in config.json): prefix_sharing False -> True" in stdout
+    assert load(out / "rl_snapshot_4.pt")["step"] == 4
+
+
 @pytest.mark.parametrize("change, message", [
     ("--seed=7", "seed=7, but {path} was made with seed=1337, and a resumed run cannot change what shaped its "
                  "past; use seed=1337, or --resume=never to start over with it"),
