@@ -279,6 +279,15 @@ class PromptGroups:
     first: torch.Tensor
     inverse: torch.Tensor
 
+    @classmethod
+    def of_rows(cls, rows: torch.Tensor, group_size: int, length: int, device=None) -> "PromptGroups":
+        """The groups of the rows `rows` (n,), indices on the host into a batch whose rows i*G ... i*G+G-1 share a
+        prompt (G = group_size: the G answers sampled to one prompt): made from the indices alone, so nothing is
+        read from a device. first is the first of each prompt's rows among them, as an index into rows."""
+        prompts, inverse = torch.unique(rows // group_size, return_inverse=True)
+        first = torch.full((len(prompts),), len(rows)).scatter_reduce(0, inverse, torch.arange(len(rows)), "amin")
+        return cls(length, first.to(device, non_blocking=True), inverse.to(device, non_blocking=True))
+
 
 @dataclass
 class GroupedLayout:

@@ -29,6 +29,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from model.gpt import PromptGroups
+
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 GROUP_STD_EPS = 1e-4  # TRL's GRPOTrainer: (r - mean) / (std + 1e-4)
 
@@ -228,12 +230,16 @@ def answer_logits(model, sequences: torch.Tensor, prompt_len: int, temperature: 
 
 @torch.no_grad()
 def policy_logprobs(model, sequences: torch.Tensor, generated: torch.Tensor, prompt_len: int, temperature: float,
-                    num_chunks: int = 1, *, pos=None) -> torch.Tensor:
+                    num_chunks: int = 1, *, pos=None, group_size: int = 0) -> torch.Tensor:
     """(N, A) log-probs of the generated answers under `model`, without gradient, in num_chunks
-    forward passes (to bound memory as the update's micro-batches do); pos (N, P + A) as answer_logits's."""
+    forward passes (to bound memory as the update's micro-batches do); pos (N, P + A) as answer_logits's.
+    group_size G > 0: rows i*G ... i*G+G-1 share their prompt (a rollout's), each chunk reading each prompt once."""
     ids = torch.tensor_split(pos, num_chunks) if pos is not None else [None] * num_chunks
-    chunks = zip(torch.tensor_split(sequences, num_chunks), torch.tensor_split(generated, num_chunks), ids)
-    parts = [token_logprobs(answer_logits(model, seq, prompt_len, temperature, p), gen) for seq, gen, p in chunks]
+    rows = torch.tensor_split(torch.arange(len(sequences)), num_chunks)  # (on the host, for the groups)
+    groups = [PromptGroups.of_rows(r, group_size, prompt_len, sequences.device) if group_size and len(r) else None
+              for r in rows]
+    chunks = zip(torch.tensor_split(sequences, num_chunks), torch.tensor_split(generated, num_chunks), ids, groups)
+    parts = [token_logprobs(answer_logits(model, seq, prompt_len, temperature, p, g), gen) for seq, gen, p, g in chunks]
     return torch.cat(parts)
 
 

@@ -115,7 +115,8 @@ class PolicyGradient:
             data.old_logp = batch.logp
         if self.kl_in_loss:  # the reference is frozen: its log-probs once a step serve every epoch and minibatch
             data.ref_logp = policy_logprobs(ref_model, data.sequences, data.generated, env.prompt_len,
-                                            c.rl_temperature, c.rl_ga_steps, pos=data.pos)
+                                            c.rl_temperature, c.rl_ga_steps, pos=data.pos,
+                                            group_size=c.rl_rollout_size if c.prefix_sharing else 0)
         return data
 
     def loss(self, policy, part: UpdateBatch, norm: dict) -> dict:

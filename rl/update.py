@@ -13,7 +13,7 @@ skips among them): on CUDA each read is a host sync, and an optimizer step has n
 The schedule (linear warmup, cosine decay: `lr_lambda`) follows RL steps, one `schedule` a step.
 
 With prefix_sharing, each micro-batch's forward reads each prompt once for its answers (model/gpt.py PromptGroups,
-made by `prompt_groups` on the host from the rows' indices: rows i*G ... i*G+G-1 answer one problem), and a
+made by `PromptGroups.of_rows` on the host from the rows' indices: rows i*G ... i*G+G-1 answer one problem), and a
 minibatch's rows are sorted before they are split into micro-batches, so a micro-batch holds whole groups' rows
 (the minibatch, and so its gradient, is the same whatever its split).
 
@@ -306,7 +306,8 @@ class Updater:
             # empty micro-batch forwards one row with an empty mask (loss and gradient exactly 0).
             part = data.select(chunk) if len(chunk) else data.blank(self.pad_token)
             if self.prompt_len and len(chunk):
-                part.groups = prompt_groups(on_host[i], self.config.rl_rollout_size, self.prompt_len, info.device)
+                part.groups = PromptGroups.of_rows(on_host[i], self.config.rl_rollout_size, self.prompt_len,
+                                                   info.device)
             with ExitStack() as stack:
                 if i < len(chunks) - 1 and info.distributed:  # DDP syncs gradients on the last only
                     for learner in learners:
@@ -365,16 +366,6 @@ def add_on_device(on_device: dict, stats: dict):
     """Add a step's statistics (tensors) to the sums kept on the device (float64), in their order."""
     for k, v in stats.items():
         on_device[k] = on_device.get(k, 0.0) + v.double()
-
-
-def prompt_groups(rows: torch.Tensor, group_size: int, prompt_len: int, device) -> PromptGroups:
-    """The prompt groups (model/gpt.py PromptGroups) of a micro-batch whose rows are `rows` (n,), indices on the host
-    into a batch where rows i*G ... i*G+G-1 answer the same problem (G = group_size): made on the host from the
-    indices alone, so no host sync. Row r answers problem r // G; first is the first row of each problem."""
-    problems, inverse = torch.unique(rows // group_size, return_inverse=True)
-    first = torch.full((len(problems),), len(rows)).scatter_reduce(0, inverse, torch.arange(len(rows)), "amin")
-    to_device = lambda t: t.to(device, non_blocking=True)
-    return PromptGroups(prompt_len, to_device(first), to_device(inverse))
 
 
 def padded_rows(num_rows: int, most: int) -> int:

@@ -11,12 +11,12 @@ import torch
 
 import reference
 from helpers import assert_grads_close, capture_gradients, critic_of, make_config, make_trainer
-from model.gpt import KVCache
+from model.gpt import KVCache, PromptGroups
 from rl import objectives
 from rl.algorithms import ALGORITHMS, group_all_equal
 from rl.errors import ConfigError
 from rl.problem_sampler import pair_keys
-from rl.update import lr_lambda, prompt_groups
+from rl.update import lr_lambda
 
 
 def test_learning_rate_schedule_by_hand():
@@ -132,6 +132,8 @@ CASES = {
     "dapo-prefix-sharing": dict(rl_algorithm="dapo", rl_temperature=0.8, prefix_sharing=True),
     "kl-k3-prefix-sharing": dict(rl_algorithm="grpo", kl_coef=0.5, kl_estimator="k3", learning_rate=1e-2,
                                  prefix_sharing=True, ppo_minibatches=2, rl_ga_steps=2),
+    "kl-k1-prefix-sharing": dict(rl_algorithm="grpo", kl_coef=0.5, kl_estimator="k1", learning_rate=1e-2,
+                                 prefix_sharing=True),  # (the reference's log-probs read each prompt once too)
     "token-credit-prefix-sharing": dict(rl_algorithm="dapo", advantage_mode="token_zscore", prefix_sharing=True),
     "ppo-critic-prefix-sharing": dict(rl_algorithm="ppo_critic", gamma=0.9, gae_lambda=0.8, critic_learning_rate=1e-2,
                                       prefix_sharing=True),
@@ -244,7 +246,7 @@ def test_micro_batches_and_skipped_answers_do_not_change_the_gradient():
 
 def test_prompt_groups_by_hand():
     # rows 9, 8, 2, 11, 3 of a batch of groups of 4: problems 2, 2, 0, 2, 0 -> first rows 2 (problem 0), 0 (problem 2)
-    groups = prompt_groups(torch.tensor([9, 8, 2, 11, 3]), group_size=4, prompt_len=7, device="cpu")
+    groups = PromptGroups.of_rows(torch.tensor([9, 8, 2, 11, 3]), group_size=4, length=7)
     assert groups.length == 7 and groups.first.tolist() == [2, 0] and groups.inverse.tolist() == [1, 1, 0, 1, 0]
 
 
