@@ -17,8 +17,13 @@ import statistics
 import time
 
 import os
+from dataclasses import fields
 
 import torch
+
+from configs import get_config_class
+from configs.cli import parse_value
+from configs.fields import field_type
 
 from rl.tools import results
 from rl.tools.perf import build_trainer, fixed_update
@@ -37,18 +42,12 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("config")
     p.add_argument("--pairs", type=int, default=30)
-    p.add_argument("--set", nargs="*", default=[], help="KEY=VALUE overrides of both (ints, floats, true/false)")
+    p.add_argument("--set", nargs="*", default=[], help="KEY=VALUE overrides of both, typed as the command line types them")
     p.add_argument("--out", default=None, help="a JSON file whose rows this measurement joins")
     a = p.parse_args()
-    parse = lambda v: {"true": True, "false": False}.get(v.lower(), v)
-    overrides = {k: parse(v) for k, v in (kv.split("=", 1) for kv in a.set)}
-    for k, v in overrides.items():
-        for cast in (int, float):
-            try:
-                overrides[k] = cast(v)
-                break
-            except (TypeError, ValueError):
-                pass
+    # typed as the command line types them (configs/cli.py), by the config's own fields
+    kinds = {f.name: field_type(f) for f in fields(get_config_class(a.config))}
+    overrides = {k: parse_value(k, kinds[k], v) for k, v in (kv.split("=", 1) for kv in a.set)}
     updates, tokens, rows = {}, {}, {}
     for flag in (False, True):
         trainer = build_trainer(a.config, prefix_sharing=flag, **overrides)
