@@ -111,6 +111,8 @@ EVAL_OFFSETS = 20240530  # the fixed seed of an evaluation's position offsets
 
 def to_digits(values, width: int) -> np.ndarray:
     """Non-negative Python ints (B,) -> digit arrays (B, width) uint8, least-significant first."""
+    if isinstance(values, np.ndarray) and values.dtype.kind == "i":
+        return _int64_digits(values.astype(np.int64, copy=False), width)
     out = np.zeros((len(values), width), dtype=np.uint8)
     for row, x in enumerate(values):
         x = int(x)
@@ -118,6 +120,19 @@ def to_digits(values, width: int) -> np.ndarray:
             raise ValueError(f"{x} does not fit {width} non-negative digits")
         digits = str(x)[::-1]
         out[row, :len(digits)] = np.frombuffer(digits.encode(), dtype=np.uint8) - ord("0")
+    return out
+
+
+def _int64_digits(values: np.ndarray, width: int) -> np.ndarray:
+    """to_digits of an int64 array (B,), column by column: an enumerated evaluation set is 10^6 pairs or more, which
+    the loop over Python ints takes seconds to write."""
+    too_wide = values >= 10 ** width if width < 19 else np.zeros(len(values), dtype=bool)  # (an int64 has <= 19)
+    bad = np.nonzero((values < 0) | too_wide)[0]
+    if len(bad):
+        raise ValueError(f"{int(values[bad[0]])} does not fit {width} non-negative digits")
+    out = np.zeros((len(values), width), dtype=np.uint8)
+    columns = min(width, 19)
+    out[:, :columns] = values[:, None] // 10 ** np.arange(columns, dtype=np.int64) % 10
     return out
 
 

@@ -85,6 +85,24 @@ def test_known_length_answers_have_no_end_token_and_every_digit_is_scored():
     assert result.accuracy == (greedy == targets).all(dim=1).float().mean().item()
 
 
+@pytest.mark.parametrize("width", [1, 3, 18, 19, 25])
+def test_an_int64_array_is_written_as_its_python_ints_are(width):
+    """to_digits of an int64 array (how an enumerated evaluation set writes its 10^6 pairs) equals the loop over
+    Python ints, at widths past an int64's 19 digits too, and refuses what does not fit with the same line."""
+    top = 10 ** width - 1 if width < 19 else 2 ** 63 - 1
+    values = np.random.default_rng(width).integers(0, top, size=500, dtype=np.int64)
+    values[:3] = [0, 9, top]
+    by_ints = to_digits([int(v) for v in values], width)
+    assert np.array_equal(to_digits(values, width), by_ints) and to_digits(values, width).dtype == np.uint8
+    assert [to_int(row) for row in to_digits(values, width)] == [int(v) for v in values]
+    for bad in ([-1], [top + 1] if width < 19 else [-5]):
+        message = f"{bad[0]} does not fit {width} non-negative digits"
+        with pytest.raises(ValueError, match=message):
+            to_digits(np.array([4] + bad, dtype=np.int64), width)
+        with pytest.raises(ValueError, match=message):
+            to_digits([4] + bad, width)
+
+
 def test_the_carry_column_gives_the_top_digit_operand_digits_at_its_id():
     env = LongAdditionEnvironment((1, 3), positions="coupled", carry_column=True)
     assert text(env, 12, 345) == ("0012+0345=", "7530$") and (env.prompt_len, env.answer_len) == (10, 5)
