@@ -167,9 +167,9 @@ class ModelSettings:
     """on one CUDA device, replay each warm-start step (forward, backward, clipping, AdamW) as one captured CUDA graph
     (no dropout, one width): eager steps are launch-bound, 17-25 ms on an H200 with their checks; not yet measured"""
     compile: bool = False
-    """torch.compile every full pass (the update's, the warm start's, log-probs'), fusing the casts and elementwise
-    kernels that bound a small model's update on a GPU, after compiling once (20 s for a test model on a 2-core CPU;
-    decoding keeps its CUDA graphs)"""
+    """torch.compile every full pass (the update's, the warm start's, log-probs') and prefix_sharing's grouped pass,
+    fusing the casts and elementwise kernels that bound a small model's update on a GPU, after compiling once (20 s
+    for a test model on a 2-core CPU; decoding keeps its CUDA graphs)"""
 
     def model_args(self) -> dict:
         """GPTConfig's arguments: what a snapshot stores of the model."""
@@ -485,16 +485,18 @@ class GPT(nn.Module):
         """How this model runs (module docstring): autocast_dtype None (fp32) or torch.bfloat16;
         cuda_graphs: replay generate's decode as CUDA graphs on CUDA; matmul_attention: attention in plain
         matmuls (`matmul_attention`) instead of F.scaled_dot_product_attention; compile: every full pass (no
-        cache) through torch.compile, one graph for any batch size. Forgets any captured or compiled graph."""
+        cache) and grouped pass through torch.compile, one graph each for any batch size (and number of prompts).
+        Forgets any captured or compiled graph."""
         self.autocast_dtype, self.cuda_graphs, self.matmul_attention = autocast_dtype, cuda_graphs, matmul_attention
         for block in self.blocks:
             block.attn.matmul_attention = matmul_attention
         self._graphs = {}  # generate's captured decodes, by everything that shapes them
         self.graph_captures = 0  # decodes captured so far (a capture costs an eager run and the capture itself)
         self._compiled = torch.compile(self._full_pass, dynamic=True) if compile else None
+        self._compiled_grouped = torch.compile(self._grouped_layers, dynamic=True) if compile else None
 
     def __getstate__(self):  # a copy (the frozen reference) or a pickle carries no captured or compiled graph
-        return {**self.__dict__, "_graphs": {}, "_compiled": None}
+        return {**self.__dict__, "_graphs": {}, "_compiled": None, "_compiled_grouped": None}
 
     def autocast(self):
         """The context every forward runs in: bf16 autocast when configured, else nothing. The autocast
@@ -543,8 +545,7 @@ class GPT(nn.Module):
         if self.training and self.config.dropout > 0:
             raise ValueError("a grouped pass has no dropout: rows sharing a prompt would share its dropout mask; "
                              "call model.eval() first")
-        N, L = idx.shape
-        P, T, U = groups.length, L - groups.length, len(groups.first)
+        (N, L), P = idx.shape, groups.length
         if not 0 < P < L:
             raise ValueError(f"a grouped pass needs a prompt of 1 to {L - 1} tokens, got {P}")
         if pos is None:
@@ -553,18 +554,26 @@ class GPT(nn.Module):
             pos = torch.arange(L, device=idx.device).expand(N, L)
         else:
             check_positions(idx, pos, self.config.n_position, values=check_pos)
-        prompts, pos_p = idx[groups.first, :P], pos[groups.first, :P]
+        if self._compiled_grouped is not None:
+            return self._compiled_grouped(idx, pos, groups.first, groups.inverse, P)
+        return self._grouped_layers(idx, pos, groups.first, groups.inverse, P)
+
+    def _grouped_layers(self, idx, pos, first, inverse, P: int):
+        """The grouped pass past its checks: what `compile` compiles (one graph for any N and U)."""
+        N, L = idx.shape
+        T, U = L - P, len(first)
+        prompts, pos_p = idx[first, :P], pos[first, :P]
         window = self.config.attention_window
         prompt_mask = rest_mask = None
         if window:
             glob = self.is_global[idx]
-            prompt_mask = window_mask(pos_p, glob[groups.first, :P], None, window)
-            keys = lambda t: torch.cat([t[groups.first, :P][groups.inverse], t[:, P:]], dim=1)
+            prompt_mask = window_mask(pos_p, glob[first, :P], None, window)
+            keys = lambda t: torch.cat([t[first, :P][inverse], t[:, P:]], dim=1)
             rest_mask = key_window(pos[:, P:], keys(pos), keys(glob), window)
         else:  # continuation token i (at index P + i) reads keys 0 .. P + i
             keep = torch.ones(T, L, dtype=torch.bool, device=idx.device).tril(diagonal=P)
             rest_mask = keep.expand(N, 1, T, L)  # (a row's own: attention splits a large batch along it)
-        layout = GroupedLayout(U, P, N, T, groups.inverse, prompt_mask, rest_mask)
+        layout = GroupedLayout(U, P, N, T, inverse, prompt_mask, rest_mask)
         C = self.config.n_embed
         with self.autocast():
             x = torch.cat([(self.wte(prompts) + self.wpe(pos_p)).view(U * P, C),
@@ -573,7 +582,7 @@ class GPT(nn.Module):
             for block in self.blocks:
                 x = block(x, None, 0, layout)
             x = self.ln_f(x)
-            last = x[:U * P].view(U, P, C)[:, -1:].index_select(0, groups.inverse)  # (N, 1, C): its prompt's last
+            last = x[:U * P].view(U, P, C)[:, -1:].index_select(0, inverse)  # (N, 1, C): its prompt's last
             return self.lm_head(torch.cat([last, x[U * P:].view(N, T, C)], dim=1))
 
     def hidden(self, idx, cache: KVCache = None, pos=None, *, check_pos: bool = True):

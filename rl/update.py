@@ -81,7 +81,7 @@ class ScheduleSettings:
     prefix_sharing: bool = False
     """the update's forward reads each prompt once for its answers in a micro-batch, not once per answer (model/gpt.py
     PromptGroups): the same step to float rounding; the adder's update 1.5x faster on a 2-core CPU, 1.9x at 256 prompts,
-    2-digit multiplication's 1.2x (results/study/prefix-sharing/); not with rl_cuda_graphs or compile"""
+    2-digit multiplication's 1.2x (results/study/prefix-sharing/); compiled with compile, not with rl_cuda_graphs"""
 
     def check_schedule(self, world_size: int = 1):
         """rl_ga_steps divides the answers each process samples a step (rl_batch_size / world_size prompts
@@ -99,9 +99,9 @@ class ScheduleSettings:
         """[(settings, whether nothing reads them here, whose they are)]: a graphed step is one micro-batch through
         the eager modules (the objective's part: rl/objectives.py graphable)."""
         return [(("rl_cuda_graphs",), self.rl_ga_steps != 1 or self.compile, "needs rl_ga_steps=1 and compile=false"),
-                # a grouped pass has shapes that follow the data (its prompts): neither graphed nor compiled
-                (("prefix_sharing",), self.rl_cuda_graphs or self.compile,
-                 "is an eager pass, so it needs rl_cuda_graphs=false and compile=false")]
+                # a grouped pass's shapes follow the data (its prompts): compiled with dynamic shapes, not graphed
+                (("prefix_sharing",), self.rl_cuda_graphs,
+                 "needs rl_cuda_graphs=false (a graphed step's shapes are fixed, a grouped pass's follow its prompts)")]
 
 
 @dataclass

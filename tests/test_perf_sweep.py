@@ -174,10 +174,13 @@ def test_the_sweep_table_puts_each_kind_of_update_in_its_own_column():
             row(0.01, matmul_attention=True), row(0.012)]
     header, _, line = ([c.strip() for c in text.split("|")] for text in sweep_table(rows).splitlines())
     update = header.index("update s bf16")  # (the step's columns that follow repeat some names)
-    assert header[update:update + 5] == ["update s bf16", "the same, matmul attention", "and compiled",
-                                         "or graphed (rl_cuda_graphs)", "or prefix sharing"]
-    assert line[update:update + 5] == ["0.0120", "0.0100", "0.0200", "0.0030", "-"]
-    # a prefix-sharing update has its own column too, and takes nobody else's
+    assert header[update:update + 6] == ["update s bf16", "the same, matmul attention", "and compiled",
+                                         "or graphed (rl_cuda_graphs)", "or prefix sharing", "prefix sharing, compiled"]
+    assert line[update:update + 6] == ["0.0120", "0.0100", "0.0200", "0.0030", "-", "-"]
+    # a prefix-sharing update has its own column too, and compiled another, each taking nobody else's
+    rows.insert(0, row(0.005, matmul_attention=True, compile=True, prefix_sharing=True))
+    _, _, line = ([c.strip() for c in text.split("|")] for text in sweep_table(rows).splitlines())
+    assert line[update:update + 6] == ["0.0120", "0.0100", "0.0200", "0.0030", "-", "0.0050"]
     rows.insert(0, row(0.007, matmul_attention=True, prefix_sharing=True))
     _, _, line = ([c.strip() for c in text.split("|")] for text in sweep_table(rows).splitlines())
-    assert line[update:update + 5] == ["0.0120", "0.0100", "0.0200", "0.0030", "0.0070"]
+    assert line[update:update + 6] == ["0.0120", "0.0100", "0.0200", "0.0030", "0.0070", "0.0050"]

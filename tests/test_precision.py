@@ -327,6 +327,41 @@ def test_a_compiled_model_gives_eager_logits_and_gradients_for_any_batch_in_one_
         model(idx, pos=torch.full_like(idx, 16))
 
 
+
+def test_a_compiled_grouped_pass_gives_eager_logits_and_gradients_for_any_groups_in_one_graph():
+    """compile=True compiles the grouped pass (prefix_sharing's) too: its logits and gradients are the eager grouped
+    pass's to float rounding, other numbers of rows and of prompts compile nothing new, and the host's checks stay
+    before it."""
+    from torch._dynamo.utils import counters
+    from model.gpt import PromptGroups
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=14, n_position=16, n_layer=2, n_head=4, n_embed=32)).eval()
+    P, G = 5, 3
+    idx = torch.randint(0, 14, (12, 11))  # (no two sizes alike: torch.compile would take them to be equal)
+    idx[:, :P] = idx[::G, :P].repeat_interleave(G, dim=0)  # rows i*G ... i*G+G-1 share a prompt
+    batches = [(idx, PromptGroups.of_rows(torch.arange(12), G, P)),
+               (idx[2:9], PromptGroups.of_rows(torch.arange(2, 9), G, P))]  # 7 rows of 3 prompts, 2 of them part
+    eager = []
+    for rows, groups in batches:
+        out = model(rows, groups=groups)
+        out.square().mean().backward()
+        eager.append((out.detach(), {name: p.grad.clone() for name, p in model.named_parameters()}))
+        model.zero_grad(set_to_none=True)
+    model.configure_runtime(compile=True)
+    torch._dynamo.reset()
+    counters.clear()
+    for (rows, groups), (logits, grads) in zip(batches, eager):
+        out = model(rows, groups=groups)
+        out.square().mean().backward()
+        assert out.shape == (len(rows), 11 - P + 1, 14) and torch.allclose(out, logits, atol=1e-5)
+        for name, p in model.named_parameters():
+            assert torch.allclose(p.grad, grads[name], rtol=1e-4, atol=1e-6), name
+        model.zero_grad(set_to_none=True)
+    assert counters["stats"]["unique_graphs"] == 1  # one graph for 12 rows of 4 prompts and 7 rows of 3
+    assert __import__("copy").deepcopy(model)._compiled_grouped is None
+    with pytest.raises(ValueError, match=r"^position ids 16\.\.16 outside the 16 embeddings \(n_position=16\)$"):
+        model(idx, pos=torch.full_like(idx, 16), groups=batches[0][1])
+
 def test_the_compile_setting_reaches_the_model():
     assert make_trainer(compile=True).model._compiled is not None
     assert make_trainer().model._compiled is None  # off by default: the presets' curves are untouched

@@ -39,15 +39,16 @@ config's rl_rollout_size answers a prompt), one JSON line a row, one record in -
   sweep_update            the step's update alone on a fixed sampled batch (as `fixed_update`), fp32 and bf16;
                           on CUDA also bf16 with matmul attention compiled (--compile=true: torch.compile);
                           with each prompt read once for its answers (prefix_sharing: bf16 and matmul
-                          attention on CUDA, fp32 on the CPU); first_call_seconds: its first call alone (the
-                          compile, where compiled)
+                          attention on CUDA, fp32 on the CPU; and on CUDA compiled too); first_call_seconds: its
+                          first call alone (the compile, where compiled)
   sweep_forward_backward  the bare limit: forward + backward + the fused AdamW step over as many sequences
                           (B * G rows of max_seq_len - 1 tokens) in a tight loop, fp32 and bf16, with the
                           model-FLOP rate (3 x `forward_flops` a sequence; the AdamW step not counted)
   sweep_step              whole trainer.train_step()s, after untimed ones until a step captures no new decode
                           graph (warmup_steps, warmup_seconds: the compile too, where compiled; captures_timed
                           counts any later capture): precision auto with CUDA graphs (the defaults), fp32
-                          eager, and on CUDA matmul attention, compiled or not; with prefix_sharing (auto); median
+                          eager, and on CUDA matmul attention, compiled or not; with prefix_sharing (auto; and on
+                          CUDA compiled); median
                           step seconds, answers generated per second, and the median step's stage shares
 
 Every timer starts and stops after torch.cuda.synchronize() on CUDA; a measurement takes at most --reps
@@ -501,6 +502,10 @@ def sweep_size(s: Sweep, prompts: int):
     fast = dict(precision="bf16", matmul_attention=True) if s.cuda else dict(precision="fp32")
     s.row("sweep_update", prompts, lambda: sweep_update(s, trainer, fast["precision"], matmul=s.cuda,
                                                         prefix_sharing=True), **fast, prefix_sharing=True)
+    if s.cuda:  # and the grouped pass compiled
+        s.row("sweep_update", prompts, lambda: sweep_update(s, trainer, "bf16", matmul=True, compile=True,
+                                                            prefix_sharing=True), **fast, compile=True,
+              prefix_sharing=True)
     s.runtime(trainer.model, "auto")
     del trainer
     s.free()
@@ -517,6 +522,10 @@ def sweep_size(s: Sweep, prompts: int):
               precision="auto", graphs=True, matmul_attention=True, rl_cuda_graphs=True)
     s.row("sweep_step", prompts, lambda: sweep_steps(s, prompts, "auto", s.cuda, matmul=s.cuda, prefix_sharing=True),
           precision="auto", graphs=s.cuda, **({"matmul_attention": True} if s.cuda else {}), prefix_sharing=True)
+    if s.cuda:
+        s.row("sweep_step", prompts, lambda: sweep_steps(s, prompts, "auto", True, matmul=True, compile=True,
+                                                         prefix_sharing=True),
+              precision="auto", graphs=True, matmul_attention=True, compile=True, prefix_sharing=True)
 
 
 def sweep(config_name: str, device: torch.device, sizes, *, reps: int = 5, budget_s: float = 30.0) -> list:
@@ -551,26 +560,29 @@ def sweep_table(rows: list) -> str:
                                              prefix_sharing=None)
         matmul = lambda metric, key, fmt: cell(metric, prompts, key, fmt, matmul_attention=True, compile=None,
                                                rl_cuda_graphs=None, prefix_sharing=None)
-        compiled = lambda metric, key, fmt: cell(metric, prompts, key, fmt, compile=True)
+        compiled = lambda metric, key, fmt: cell(metric, prompts, key, fmt, compile=True, prefix_sharing=None)
         graphed = lambda metric, key, fmt: cell(metric, prompts, key, fmt, rl_cuda_graphs=True)
-        shared = lambda metric, key, fmt: cell(metric, prompts, key, fmt, prefix_sharing=True)
+        shared = lambda metric, key, fmt: cell(metric, prompts, key, fmt, prefix_sharing=True, compile=None)
+        both = lambda metric, key, fmt: cell(metric, prompts, key, fmt, prefix_sharing=True, compile=True)
         lines.append([prompts, tok("fp32", False), tok("bf16", True),
                       matmul("sweep_sampling", "tokens_per_second", "{:,.0f}"), sec("sweep_update", "fp32"),
                       sec("sweep_update", "bf16"), matmul("sweep_update", "seconds", "{:.4f}"),
                       compiled("sweep_update", "seconds", "{:.4f}"), graphed("sweep_update", "seconds", "{:.4f}"),
-                      shared("sweep_update", "seconds", "{:.4f}"),
+                      shared("sweep_update", "seconds", "{:.4f}"), both("sweep_update", "seconds", "{:.4f}"),
                       f"{sec('sweep_forward_backward', 'fp32')} / {sec('sweep_forward_backward', 'bf16')}",
                       cell("sweep_step", prompts, "answers_per_second", "{:,.0f}", precision="auto",
                            prefix_sharing=None),
                       matmul("sweep_step", "answers_per_second", "{:,.0f}"),
                       compiled("sweep_step", "answers_per_second", "{:,.0f}"),
                       graphed("sweep_step", "answers_per_second", "{:,.0f}"),
-                      shared("sweep_step", "answers_per_second", "{:,.0f}"), shares(prompts)])
+                      shared("sweep_step", "answers_per_second", "{:,.0f}"),
+                      both("sweep_step", "answers_per_second", "{:,.0f}"), shares(prompts)])
     headers = ["prompts", "sampling tok/s eager fp32", "sampling tok/s graphs bf16", "the same, matmul attention",
                "update s fp32", "update s bf16", "the same, matmul attention", "and compiled",
-               "or graphed (rl_cuda_graphs)", "or prefix sharing", "bare fwd+bwd+AdamW s fp32 / bf16",
+               "or graphed (rl_cuda_graphs)", "or prefix sharing", "prefix sharing, compiled",
+               "bare fwd+bwd+AdamW s fp32 / bf16",
                "step answers/s (auto)", "the same, matmul attention", "and compiled", "or graphed",
-               "or prefix sharing", "step shares rollout / reward / update / other (auto)"]
+               "or prefix sharing", "prefix sharing, compiled", "step shares rollout / reward / update / other (auto)"]
     return markdown_table(headers, lines)
 
 
