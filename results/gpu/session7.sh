@@ -8,7 +8,7 @@
 # with --prefix_sharing; the RL step's reads of the device before and after and with
 # RL's optimizer steps graphed (session7_probe.py, at 64 prompts, then at 256; the tree before, e5829fa, carried as
 # .old_tree: mkdir .old_tree && git archive e5829fa rl model configs | tar -x -C .old_tree); then the sweep (with
-# --rl_cuda_graphs and --prefix_sharing rows).
+# --rl_cuda_graphs and --prefix_sharing rows, the latter eager and compiled).
 #   bash results/gpu/session7.sh          # about 10 minutes on an H200 (run it with timeout_s=590: the sweep last, what
 #                                         # the limit cuts; every stage before it is saved as it ends)
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
@@ -78,7 +78,8 @@ done; done
 for t in new graphed; do timeout 60 python3 results/gpu/session7_probe.py $t 256 >> $W/reads.jsonl 2>> $W/reads.log; done
 cut -c1-200 $W/reads.jsonl; save
 # the sweep at 4,096 prompts again: now with the compile's seconds (first_call_seconds, warmup_seconds) and rows with
-# --rl_cuda_graphs
-timeout 150 python3 -m rl.tools.perf --device cuda --sizes 4096 --reps 5 --budget 2 \
+# --rl_cuda_graphs, --prefix_sharing, and both --prefix_sharing and --compile (the grouped pass compiled; its rows
+# come last, after the other rows of their kind: what the limit cuts first)
+timeout 240 python3 -m rl.tools.perf --device cuda --sizes 4096 --reps 5 --budget 2 \
   --out results/$G/perf-AdderRLConfig-compile-time.json > $W/perf.jsonl 2>&1; tail -4 $W/perf.jsonl | cut -c1-300
 save; ls -la $W $OUT
