@@ -525,7 +525,7 @@ class GPT(nn.Module):
         read once for all its rows (a grouped pass: `_grouped_pass`), and only the logits from the prompt's last
         token on come back, (B, T - P + 1, V): those of a full pass's [:, P - 1:], to float rounding."""
         if groups is not None:
-            return self._grouped_pass(idx, pos, groups, check_pos)
+            return self._grouped_pass(idx, pos, groups, check_pos, head=True)
         if cache is None and self._compiled is not None:
             if pos is not None and check_pos:  # read on the host, so checked here rather than in the compiled pass
                 check_positions(idx, pos, self.config.n_position, values=True)
@@ -536,12 +536,13 @@ class GPT(nn.Module):
         with self.autocast():  # (one context for the trunk and the head: hidden's would be a second)
             return self.lm_head(self._hidden(idx, cache, pos, check_pos))
 
-    def _grouped_pass(self, idx, pos, groups: PromptGroups, check_pos: bool):
+    def _grouped_pass(self, idx, pos, groups: PromptGroups, check_pos: bool, head: bool):
         """forward with groups: the U distinct prompts and the N rows' continuations go through every block as one
         batch of U * P + N * T tokens (one matmul each, as a full pass of N * (P + T)); attention alone splits them
         (CausalSelfAttention.grouped). The linear layers, a small model's cost, then see U * P + N * T tokens
         instead of N * (P + T): about half as many for the adder's groups of 8 (8-token prompts, 4 read of its
-        5-token answers). No dropout: the rows of a group would share the prompt's (RL updates in eval mode)."""
+        5-token answers). No dropout: the rows of a group would share the prompt's (RL updates in eval mode).
+        head=False: the final LayerNorm's output (N, T - P + 1, C) instead of the logits (hidden's)."""
         if self.training and self.config.dropout > 0:
             raise ValueError("a grouped pass has no dropout: rows sharing a prompt would share its dropout mask; "
                              "call model.eval() first")
@@ -555,10 +556,10 @@ class GPT(nn.Module):
         else:
             check_positions(idx, pos, self.config.n_position, values=check_pos)
         if self._compiled_grouped is not None:
-            return self._compiled_grouped(idx, pos, groups.first, groups.inverse, P)
-        return self._grouped_layers(idx, pos, groups.first, groups.inverse, P)
+            return self._compiled_grouped(idx, pos, groups.first, groups.inverse, P, head)
+        return self._grouped_layers(idx, pos, groups.first, groups.inverse, P, head)
 
-    def _grouped_layers(self, idx, pos, first, inverse, P: int):
+    def _grouped_layers(self, idx, pos, first, inverse, P: int, head: bool = True):
         """The grouped pass past its checks: what `compile` compiles (one graph for any N and U)."""
         N, L = idx.shape
         T, U = L - P, len(first)
@@ -583,11 +584,15 @@ class GPT(nn.Module):
                 x = block(x, None, 0, layout)
             x = self.ln_f(x)
             last = x[:U * P].view(U, P, C)[:, -1:].index_select(0, inverse)  # (N, 1, C): its prompt's last
-            return self.lm_head(torch.cat([last, x[U * P:].view(N, T, C)], dim=1))
+            x = torch.cat([last, x[U * P:].view(N, T, C)], dim=1)
+            return self.lm_head(x) if head else x
 
-    def hidden(self, idx, cache: KVCache = None, pos=None, *, check_pos: bool = True):
-        """idx (B, T) -> the final LayerNorm's output (B, T, C), what the output head reads.
+    def hidden(self, idx, cache: KVCache = None, pos=None, *, check_pos: bool = True, groups: PromptGroups = None):
+        """idx (B, T) -> the final LayerNorm's output (B, T, C), what the output head reads; with groups (a grouped
+        pass, as forward's) (B, T - P + 1, C), from the prompt's last token on.
         check_pos=False: the caller has checked pos (a check reads it on the host: no sync in a graph)."""
+        if groups is not None:
+            return self._grouped_pass(idx, pos, groups, check_pos, head=False)
         with self.autocast():
             return self._hidden(idx, cache, pos, check_pos)
 
@@ -842,7 +847,8 @@ class Critic(nn.Module):
         critic.trunk.load_state_dict({k: v for k, v in policy.state_dict().items() if not k.startswith("lm_head.")})
         return critic
 
-    def forward(self, idx, pos=None):
+    def forward(self, idx, pos=None, groups: PromptGroups = None):
         """idx (B, T) -> values (B, T): V at each position, of the prefix up to and including it.
-        pos (B, T): position ids as GPT.forward takes them."""
-        return self.value_head(self.trunk.hidden(idx, pos=pos)).squeeze(-1)
+        pos (B, T): position ids as GPT.forward takes them; groups: a grouped pass (GPT.forward's), the values from the
+        prompt's last token on, (B, T - P + 1)."""
+        return self.value_head(self.trunk.hidden(idx, pos=pos, groups=groups)).squeeze(-1)

@@ -29,7 +29,7 @@ from typing import Optional
 
 import torch
 
-from model.gpt import Critic
+from model.gpt import Critic, PromptGroups
 from rl import dist
 from rl.algorithms import (ALGORITHM_FIELDS, KL_PLACEMENT, aggregate, answer_logits, compute_advantages,
                            compute_entropy, compute_gae, compute_kl, compute_policy_loss, compute_value_loss, dpo_loss,
@@ -45,6 +45,13 @@ CRITIC_KEYS = ("critic", "critic_optimizer", "critic_scheduler")  # the critic's
 def without_last(pos: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
     """The ids (N, P + A) of the critic's inputs, sequences[:, :-1]; None stays None (the model's own)."""
     return None if pos is None else pos[:, :-1]
+
+
+def critic_values(critic, sequences: torch.Tensor, pos, prompt_len: int, groups: PromptGroups = None) -> torch.Tensor:
+    """V (N, A) of the state before each answer token: the critic over sequences[:, :-1] (N, P + A - 1), from the
+    prompt's last token on; groups: each prompt read once for its rows (a grouped pass, prefix_sharing)."""
+    values = critic(sequences[:, :-1], pos=without_last(pos), groups=groups)
+    return values if groups is not None else values[:, prompt_len - 1:]
 
 
 @dataclass
@@ -249,8 +256,10 @@ class ActorCritic(PolicyGradient):
         and the returns the critic regresses on; adds the critic's explained variance to stats."""
         c, P = self.config, self.env.prompt_len
         mask = batch.mask(self.env.end_token)
-        # V of the state before each answer token
-        values = self.critic.module(batch.sequences[:, :-1], pos=without_last(batch.pos))[:, P - 1:]
+        # V of the state before each answer token (with prefix_sharing each prompt read once, as the update reads it)
+        groups = (PromptGroups.of_rows(torch.arange(len(batch.sequences)), c.rl_rollout_size, P, self.info.device)
+                  if c.prefix_sharing else None)
+        values = critic_values(self.critic.module, batch.sequences, batch.pos, P, groups)
         # GAE (Schulman et al. 2016): delta_t = r_t + gamma V_{t+1} - V_t, A_t = delta_t + gamma lam A_{t+1}
         advantages, returns = compute_gae(token_rewards(rewards, mask), values, mask, c.gamma, c.gae_lambda)
         errors = masked(returns - values, mask)  # what the critic misses, for its explained variance
@@ -271,7 +280,7 @@ class ActorCritic(PolicyGradient):
         c = self.config
         # the critic's own loss: separate parameters, one backward with the policy's; forwarded through its
         # DDP wrapper here, which syncs its gradients (targets used the bare module: no gradient there)
-        values = self.critic.wrapped(part.sequences[:, :-1], pos=without_last(part.pos))[:, self.env.prompt_len - 1:]
+        values = critic_values(self.critic.wrapped, part.sequences, part.pos, self.env.prompt_len, part.groups)
         # 0.5 * max((V - R)^2, (V_old + clip(V - V_old, -value_clip, value_clip) - R)^2) per token (PPO's code)
         value_loss, value_stats = compute_value_loss(values, part.old_values, part.returns, part.mask,
                                                      clip=c.value_clip, aggregation=c.loss_aggregation, **norm)

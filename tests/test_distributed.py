@@ -21,7 +21,9 @@ CASES.update({"batch-zscore": dict(rl_algorithm="reinforce", advantage_mode="bat
               # untied, the critic's trunk must hold no parameter without a gradient, or DDP's reduction fails
               "ppo_critic-untied": dict(rl_algorithm="ppo_critic", tie_weights=False),
               # each rank's micro-batches read each prompt once, through its DDP wrapper
-              "dapo-prefix-sharing": dict(rl_algorithm="dapo", prefix_sharing=True)})
+              "dapo-prefix-sharing": dict(rl_algorithm="dapo", prefix_sharing=True),
+              # and the critic's through its own DDP wrapper
+              "ppo_critic-prefix-sharing": dict(rl_algorithm="ppo_critic", tie_weights=False, prefix_sharing=True)})
 STEPS = 2  # the second step has a baseline and a policy that has moved away from the KL reference
 
 

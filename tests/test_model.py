@@ -440,6 +440,31 @@ def test_a_grouped_pass_takes_the_full_pass_gradient():
     assert all(g.abs().sum() > 0 for g in grads[1])  # every weight took a gradient: the comparison is real
 
 
+
+def test_a_grouped_hidden_and_a_grouped_critic_give_the_full_pass_from_the_prompts_last_token_on():
+    """hidden(groups=...) is the grouped pass without the token head (a critic's trunk has none): the full pass's
+    hidden states and the critic's values from position P - 1 on, and the value head's gradient."""
+    from model.gpt import Critic
+    model = make_model(logn_attention=3)
+    seq, groups, P = grouped_case()
+    torch.testing.assert_close(model.hidden(seq, groups=groups), model.hidden(seq)[:, P - 1:], rtol=1e-5, atol=1e-5)
+    critic = Critic.from_policy(model)
+    torch.nn.init.normal_(critic.value_head.weight, generator=torch.Generator().manual_seed(3))
+    grads = []
+    for kwargs in (dict(), dict(groups=groups)):
+        critic.zero_grad(set_to_none=True)
+        values = critic(seq, **kwargs)
+        values = values if kwargs else values[:, P - 1:]
+        assert values.shape == (7, seq.shape[1] - P + 1)
+        values.square().sum().backward()
+        grads.append((values.detach(), [p.grad.clone() for p in critic.parameters()]))
+    torch.testing.assert_close(grads[1][0], grads[0][0], rtol=1e-5, atol=1e-5)
+    assert grads[0][0].abs().max() > 1e-2  # (values that are not all 0)
+    for full, grouped in zip(grads[0][1], grads[1][1]):
+        torch.testing.assert_close(grouped, full, rtol=1e-4, atol=1e-5 * full.abs().max().item())
+    wrong = critic(seq, groups=PromptGroups(P, groups.first, groups.inverse.roll(1)))
+    assert (wrong - grads[0][0]).abs().max() > 1e-3
+
 def test_a_grouped_pass_refuses_dropout_and_a_prompt_that_is_not_inside_the_row():
     model = make_model(dropout=0.1).train()
     seq, groups, P = grouped_case()
