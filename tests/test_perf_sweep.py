@@ -184,3 +184,16 @@ def test_the_sweep_table_puts_each_kind_of_update_in_its_own_column():
     rows.insert(0, row(0.007, matmul_attention=True, prefix_sharing=True))
     _, _, line = ([c.strip() for c in text.split("|")] for text in sweep_table(rows).splitlines())
     assert line[update:update + 6] == ["0.0120", "0.0100", "0.0200", "0.0030", "0.0070", "0.0050"]
+
+
+def test_a_fixed_update_starts_the_models_a_first_step_starts():
+    """fixed_update (the sweep's and the studies' update alone) starts what a run's first step starts: ppo_critic's
+    critic, a KL term's frozen reference; its update then trains the critic as a step's does."""
+    from helpers import critic_of, make_trainer
+    from rl.tools.perf import fixed_update
+    trainer = make_trainer(rl_algorithm="ppo_critic", kl_coef=0.1)
+    batch, update = fixed_update(trainer)
+    critic = {k: v.clone() for k, v in critic_of(trainer).state_dict().items()}
+    assert trainer.ref_model is not None and len(batch) > 0
+    update()
+    assert any(not torch.equal(v, critic[k]) for k, v in critic_of(trainer).state_dict().items())

@@ -144,6 +144,7 @@ def build_trainer(config_name: str, **overrides) -> MathRLTrainer:
 def fixed_update(trainer: MathRLTrainer):
     """One sampled batch and its advantages, and a function that runs the step's update on them."""
     trainer.model.eval()
+    trainer.start_models()  # a KL term's frozen reference, ppo_critic's critic: what a run's first step starts
     first, batch, _ = trainer.sample(0)
     targets, _ = trainer.advantages(first, batch)
     return batch, lambda: trainer.update(batch, targets)
