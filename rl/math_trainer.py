@@ -224,9 +224,8 @@ class MathRLTrainer:
         """r - kl_coef * sum_t (log pi - log pi_ref) over each answer (kl_estimator=k1: the KL in the
         reward), and the KL's per-token sums for the metrics."""
         c, mask = self.config, batch.mask(self.env.end_token)
-        shared = c.rl_rollout_size if c.prefix_sharing else 0  # (the rollout's rows, G to a prompt in a row)
         logp, ref_logp = (policy_logprobs(m, batch.sequences, batch.generated, self.env.prompt_len, c.rl_temperature,
-                                          c.rl_ga_steps, pos=batch.pos, group_size=shared)
+                                          c.rl_ga_steps, pos=batch.pos, group_size=c.shared_group_size)
                           for m in (self.model, self.ref_model))
         penalty = kl_reward_penalty(logp, ref_logp, mask)
         kl = masked(compute_kl(logp, ref_logp, "k3"), mask).sum()  # train/kl is k3's value, whatever shapes the reward

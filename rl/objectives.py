@@ -42,15 +42,11 @@ from rl.update import Learner, UpdateBatch
 CRITIC_KEYS = ("critic", "critic_optimizer", "critic_scheduler")  # the critic's names in a snapshot
 
 
-def without_last(pos: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-    """The ids (N, P + A) of the critic's inputs, sequences[:, :-1]; None stays None (the model's own)."""
-    return None if pos is None else pos[:, :-1]
-
-
 def critic_values(critic, sequences: torch.Tensor, pos, prompt_len: int, groups: PromptGroups = None) -> torch.Tensor:
     """V (N, A) of the state before each answer token: the critic over sequences[:, :-1] (N, P + A - 1), from the
-    prompt's last token on; groups: each prompt read once for its rows (a grouped pass, prefix_sharing)."""
-    values = critic(sequences[:, :-1], pos=without_last(pos), groups=groups)
+    prompt's last token on (pos (N, P + A) or None: the model's own ids); groups: each prompt read once for its rows
+    (a grouped pass, prefix_sharing)."""
+    values = critic(sequences[:, :-1], pos=None if pos is None else pos[:, :-1], groups=groups)
     return values if groups is not None else values[:, prompt_len - 1:]
 
 
@@ -123,7 +119,7 @@ class PolicyGradient:
         if self.kl_in_loss:  # the reference is frozen: its log-probs once a step serve every epoch and minibatch
             data.ref_logp = policy_logprobs(ref_model, data.sequences, data.generated, env.prompt_len,
                                             c.rl_temperature, c.rl_ga_steps, pos=data.pos,
-                                            group_size=c.rl_rollout_size if c.prefix_sharing else 0)
+                                            group_size=c.shared_group_size)
         return data
 
     def loss(self, policy, part: UpdateBatch, norm: dict) -> dict:
@@ -257,8 +253,8 @@ class ActorCritic(PolicyGradient):
         c, P = self.config, self.env.prompt_len
         mask = batch.mask(self.env.end_token)
         # V of the state before each answer token (with prefix_sharing each prompt read once, as the update reads it)
-        groups = (PromptGroups.of_rows(torch.arange(len(batch.sequences)), c.rl_rollout_size, P, self.info.device)
-                  if c.prefix_sharing else None)
+        G = c.shared_group_size
+        groups = PromptGroups.of_rows(torch.arange(len(batch.sequences)), G, P, self.info.device) if G else None
         values = critic_values(self.critic.module, batch.sequences, batch.pos, P, groups)
         # GAE (Schulman et al. 2016): delta_t = r_t + gamma V_{t+1} - V_t, A_t = delta_t + gamma lam A_{t+1}
         advantages, returns = compute_gae(token_rewards(rewards, mask), values, mask, c.gamma, c.gae_lambda)

@@ -84,6 +84,11 @@ class ScheduleSettings:
     1.9x at 256 prompts, 2-digit multiplication's 1.2x (results/study/prefix-sharing/); compiled with compile, not with
     rl_cuda_graphs"""
 
+    @property
+    def shared_group_size(self) -> int:
+        """G when prefix_sharing reads each prompt once for the G answers a rollout gives it in a row, else 0."""
+        return self.rl_rollout_size if self.prefix_sharing else 0
+
     def check_schedule(self, world_size: int = 1):
         """rl_ga_steps divides the answers each process samples a step (rl_batch_size / world_size prompts
         times rl_rollout_size), so every micro-batch has as many rows."""
