@@ -18,11 +18,14 @@ from helpers import (REPO, args_with, assert_same_state, fresh_trainer, load, ma
                      start, wait_for)
 from rl.tools import launch
 
-# 8 steps of a 2-layer adder model from scratch: each step takes long enough (~0.3 s) that
-# a kill lands mid-run, and digit_match gives a random policy gradients to follow.
+# STEPS steps of a small 2-layer adder model from scratch, a snapshot after each: a step takes about 0.1 s on one
+# thread of the 2-core CPU, so a kill that lands from step 4 on leaves about 2 s of run unfinished, and digit_match
+# gives a random policy gradients to follow. Most of a run's seconds are its start-up (imports, gloo), not its steps.
+STEPS = 24
 KILL_ARGS = ["--no_wandb", "--init_from=scratch", "--rewards=digit_match:1.0", "--learning_rate=1e-3",
-             "--rl_batch_size=32", "--rl_rollout_size=8", "--num_eval=50", "--rl_train_steps=8", "--save_interval=1",
-             "--eval_interval=4", "--warmup_steps=2", "--n_layer=2", "--keep_snapshots=100"]
+             "--rl_batch_size=32", "--rl_rollout_size=8", "--num_eval=50", f"--rl_train_steps={STEPS}",
+             "--save_interval=1", "--eval_interval=4", "--warmup_steps=2", "--n_layer=2", "--n_embed=64", "--n_head=4",
+             "--keep_snapshots=100"]
 
 
 def kill_group(proc, sig):
@@ -35,7 +38,9 @@ def kill_group(proc, sig):
             os.kill(pid, sig)
         except ProcessLookupError:
             pass
-    proc.communicate(timeout=60)
+    # Generous: a process killed in the middle of a write (a snapshot's fsync) dies when the write returns, and
+    # this VM's disk has stalled for over a minute now and then; a pass does not wait for it.
+    proc.communicate(timeout=300)
 
 
 def children(pid: int) -> list:
@@ -75,27 +80,42 @@ def kill_launcher(proc):
     assert not any(alive(pid) for pid in workers), "a worker outlived its launcher by 5 s"
 
 
-def straight_run(tmp_path, args, torchrun=0):
-    out = tmp_path / "straight"
-    run([*args, f"--out_dir={out}"], torchrun=torchrun)
-    return out
+def size(path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+@pytest.fixture(scope="module")
+def straight_run(tmp_path_factory):
+    """straight_run(args, torchrun) -> the folder of an uninterrupted run of args, run once for the tests that share
+    it (they only read it)."""
+    runs = {}
+
+    def straight(args, torchrun=0):
+        key = (tuple(args), torchrun)
+        if key not in runs:
+            runs[key] = tmp_path_factory.mktemp("straight")
+            run([*args, f"--out_dir={runs[key]}"], torchrun=torchrun)
+        return runs[key]
+    return straight
 
 
 # ---- exact resume -------------------------------------------------------------------------
 # Each case is a state the snapshot must carry, in the setting where losing it would show: one
 # process; the critic (untied, so its own embedding and head) and DPO's frozen reference under DDP.
-# The 2-process cases kill the whole group, or only the torchrun launcher (as an out-of-memory kill
-# or a scheduler's hard stop would), whose workers must then stop by themselves. AdderRLConfig draws
-# with replay, so its buffer is in every case; prioritized goes through the soak below, the warm
+# The 2-process case kills only the torchrun launcher (as an out-of-memory kill or a scheduler's hard
+# stop would), whose workers must then stop by themselves; the soak below kills whole groups of DPO. AdderRLConfig
+# draws with replay, so its buffer is in every case; prioritized goes through the soak below, the warm
 # start through the launcher test, and every kind of state in process (further below).
+UNTIED_CRITIC = [*KILL_ARGS, "--rl_algorithm=ppo_critic", "--tie_weights=false"]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("algorithm, nproc, kill", [("dapo", 0, "group"), ("dpo", 2, "group"),
-                                                    ("ppo_critic --tie_weights=false", 2, "launcher")])
-def test_sigkill_then_same_command_equals_uninterrupted_run(tmp_path, algorithm, nproc, kill):
+@pytest.mark.parametrize("args, nproc, kill", [([*KILL_ARGS, "--rl_algorithm=dapo"], 0, "group"),
+                                               (UNTIED_CRITIC, 2, "launcher")],
+                         ids=["dapo-1-group", "ppo_critic-untied-2-launcher"])
+def test_sigkill_then_same_command_equals_uninterrupted_run(tmp_path, straight_run, args, nproc, kill):
     """The snapshot's state equals the uninterrupted run's."""
-    name, *extra = algorithm.split()
-    args = [*KILL_ARGS, f"--rl_algorithm={name}", *extra]
-    straight = straight_run(tmp_path, args, torchrun=nproc)
+    straight = straight_run(args, torchrun=nproc)
     out = tmp_path / "killed"
     args = [*args, f"--out_dir={out}"]
     proc = start(args, torchrun=nproc)
@@ -104,10 +124,10 @@ def test_sigkill_then_same_command_equals_uninterrupted_run(tmp_path, algorithm,
         kill_group(proc, signal.SIGKILL)
     else:
         kill_launcher(proc)
-    assert not (out / "rl_snapshot_8.pt").exists(), "the run finished before the kill; the test proved nothing"
+    assert not (out / f"rl_snapshot_{STEPS}.pt").exists(), "the run finished before the kill; the test proved nothing"
     again = run(args, torchrun=nproc)
     assert "Resumed from" in again.stdout
-    assert_same_state(load(straight / "rl_snapshot_8.pt"), load(out / "rl_snapshot_8.pt"))
+    assert_same_state(load(straight / f"rl_snapshot_{STEPS}.pt"), load(out / f"rl_snapshot_{STEPS}.pt"))
     assert metrics(straight) == metrics(out)
 
 
@@ -238,25 +258,26 @@ def test_a_second_signal_to_a_tool_reaches_its_run_as_sigint(tmp_path):
 
 
 @pytest.mark.slow
-def test_torchrun_max_restarts_resumes_after_a_crash(tmp_path):
-    straight = straight_run(tmp_path, KILL_ARGS, torchrun=2)
+def test_torchrun_max_restarts_resumes_after_a_crash(tmp_path, straight_run):
+    straight = straight_run(UNTIED_CRITIC, torchrun=2)  # (the launcher kill's)
     out = tmp_path / "crashed"
-    proc = start([*KILL_ARGS, f"--out_dir={out}"], torchrun=2, max_restarts=1)
+    proc = start([*UNTIED_CRITIC, f"--out_dir={out}"], torchrun=2, max_restarts=1)
     wait_for(out / "rl_snapshot_3.pt", proc)
     os.kill(max(children(proc.pid)), signal.SIGKILL)  # one worker dies; torchrun restarts both, which resume
     stdout, stderr = proc.communicate(timeout=180)
     assert proc.returncode == 0, stderr
     assert "Resumed from" in stdout
-    assert_same_state(load(straight / "rl_snapshot_8.pt"), load(out / "rl_snapshot_8.pt"))
+    assert_same_state(load(straight / f"rl_snapshot_{STEPS}.pt"), load(out / f"rl_snapshot_{STEPS}.pt"))
 
 
 @pytest.mark.slow
-def test_workers_stop_when_their_launcher_is_killed_during_the_warm_start_and_the_same_command_continues(tmp_path):
+def test_workers_stop_when_their_launcher_is_killed_during_the_warm_start_and_the_same_command_continues(tmp_path,
+                                                                                                     straight_run):
     """The warm start's side of kill_launcher (RL's is a case of the SIGKILL test above): the same
     command continues the warm start to the uninterrupted run's state."""
     args = args_with(KILL_ARGS, init_from="sft", sft_max_steps=16, sft_target_accuracy=1.0, sft_save_interval=4,
                      sft_eval_interval=8, sft_num_eval=20, rl_train_steps=2)
-    straight = straight_run(tmp_path, args, torchrun=2)
+    straight = straight_run(args, torchrun=2)
     out = tmp_path / "orphaned"
     args = [*args, f"--out_dir={out}"]
     proc = start(args, torchrun=2)
@@ -279,28 +300,33 @@ def test_second_run_on_the_same_folder_is_refused_and_a_dead_run_leaves_no_lock(
     assert second.returncode == 2 and second.stdout == ""
     assert second.stderr.startswith(f"error: another run is using {out} (pid {first.pid}); wait for it to finish")
     kill_group(first, signal.SIGKILL)
-    third = run(args_with(args, rl_train_steps=8))  # the kernel dropped the dead run's lock
+    last = max(int(p.stem.rsplit("_", 1)[1]) for p in out.glob("rl_snapshot_*.pt"))
+    third = run(args_with(args, rl_train_steps=last + 2))  # the kernel dropped the dead run's lock
     assert "Final held-out accuracy" in third.stdout
 
 
 @pytest.mark.slow
-def test_soak_random_kills_of_a_two_process_run(tmp_path):
-    """Kill a 2-process run at random moments several times, restart it each time, and compare
-    its final snapshot, problem selection's state included, with an uninterrupted run's."""
-    args = args_with(KILL_ARGS, rl_train_steps=16, save_interval=2, problem_sampler="prioritized")
-    straight = straight_run(tmp_path, args, torchrun=2)
+def test_soak_random_kills_of_a_two_process_run(tmp_path, straight_run):
+    """Kill a 2-process run of DPO at random moments in RL several times, restart it each time, and compare its final
+    snapshot, DPO's frozen reference and problem selection's state included, with an uninterrupted run's."""
+    steps = 2 * STEPS
+    args = args_with(KILL_ARGS, rl_train_steps=steps, save_interval=2, problem_sampler="prioritized",
+                     rl_algorithm="dpo")
+    straight = straight_run(args, torchrun=2)
     out = tmp_path / "soak"
     rng = random.Random(0)
     kills = 0
-    for _ in range(4):
+    for _ in range(3):
+        logged = size(out / "metrics.jsonl")
         proc = start([*args, f"--out_dir={out}"], torchrun=2)
-        wait_for(out / "metrics.jsonl", proc)
-        time.sleep(rng.uniform(0.5, 2.5))
+        while proc.poll() is None and size(out / "metrics.jsonl") <= logged:
+            time.sleep(0.005)  # until this start has logged past the last one's lines: each kill lands in RL
+        time.sleep(rng.uniform(0.0, 1.5))
         if proc.poll() is not None:
             break
         kill_group(proc, signal.SIGKILL)
         kills += 1
     run([*args, f"--out_dir={out}"], torchrun=2)
     assert kills >= 2, "the run outpaced the kills; the soak proved little"
-    assert_same_state(load(straight / "rl_snapshot_16.pt"), load(out / "rl_snapshot_16.pt"))
+    assert_same_state(load(straight / f"rl_snapshot_{steps}.pt"), load(out / f"rl_snapshot_{steps}.pt"))
     assert metrics(straight) == metrics(out)
