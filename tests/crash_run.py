@@ -21,7 +21,8 @@ import signal
 import sys
 import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
 
 import torch  # noqa: E402
 
@@ -71,12 +72,17 @@ def main(what: str, n: int, args: list) -> int:
     return rl_ddp.main(args)
 
 
-def child(what: str, n: int, args: list, console: str, max_bytes: int, threads: int):
+def child(what: str, n: int, args: list, console: str, max_bytes: int, threads: int, env: dict = None):
     """A forked process's life: main() with no file over max_bytes (a soft RLIMIT_FSIZE with SIGXFSZ
     ignored: a write past it fails with EFBIG, as on a full disk), its console kept in memory meanwhile
     (a file of it would be limited too) and written to console.out / console.err at the end. It computes
     on as many threads as the process that started it, so its runs equal that process's own bit for bit
-    (on some CPUs a sum over 1 thread and over 2 differ in the last bits)."""
+    (on some CPUs a sum over 1 thread and over 2 differ in the last bits). env: its environment, when given
+    (as a subprocess's env= would be)."""
+    if env is not None:
+        os.environ.clear()
+        os.environ.update(env)
+    os.chdir(REPO)  # where tools/launch.py runs the script: relative paths read the same
     sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     if max_bytes:
@@ -103,18 +109,18 @@ class Runner:
         self.context = multiprocessing.get_context("forkserver")
         self.context.set_forkserver_preload(["crash_run", "torch._dynamo"])
 
-    def start(self, args: list, what: str = "none", n: int = 0, max_bytes: int = 0):
+    def start(self, args: list, what: str = "none", n: int = 0, max_bytes: int = 0, env: dict = None):
         self.count += 1
         console = os.path.join(self.folder, f"console{self.count}")
         proc = self.context.Process(target=child, args=(what, n, list(map(str, args)), console, max_bytes,
-                                                        torch.get_num_threads()))
+                                                        torch.get_num_threads(), env))
         proc.start()
         proc.console = console
         return proc
 
-    def run(self, args: list, what: str = "none", n: int = 0, max_bytes: int = 0):
+    def run(self, args: list, what: str = "none", n: int = 0, max_bytes: int = 0, env: dict = None):
         """(exit code: -9 for a kill, stdout, stderr) of a process run to its end."""
-        proc = self.start(args, what, n, max_bytes)
+        proc = self.start(args, what, n, max_bytes, env)
         proc.join()
         read = lambda path: open(path).read() if os.path.exists(path) else ""  # (none after a kill)
         return (proc.exitcode, *(read(f"{proc.console}.{s}") for s in ("out", "err")))

@@ -1,7 +1,11 @@
-"""Shared by the tests: the real script in a subprocess, a trainer in-process, gradients at each
+"""Shared by the tests: the real script in a subprocess (or its main() in a forked process), a trainer in-process, gradients at each
 optimizer step, state comparison, and the host's reads of what the device computed (DeviceReads)."""
 
+import atexit
 import os
+import shutil
+import subprocess
+import tempfile
 import time
 import traceback
 import weakref
@@ -38,6 +42,25 @@ def run(args, torchrun=0, check=True, env=None, timeout=300):
     if check and proc.returncode != 0:
         raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+_forked = []
+
+
+def run_main(args, env=None, check=True) -> subprocess.CompletedProcess:
+    """What `python rl/rl_ddp.py ARGS` runs after its imports, main(ARGS), in a process forked from a server that
+    imported them once (tests/crash_run.py): its exit code, stdout and stderr in a fraction of a second rather than
+    the 2-3 s of a new interpreter. env: the process's whole environment (default: the script's, script_env());
+    check: as run's."""
+    if not _forked:
+        import crash_run
+        consoles = tempfile.mkdtemp(prefix="mathrl-forked-")
+        atexit.register(shutil.rmtree, consoles, True)
+        _forked.append(crash_run.Runner(consoles))
+    code, stdout, stderr = _forked[0].run(args, env=env or script_env())
+    if check and code != 0:
+        raise AssertionError(f"exit {code}\n{stdout}\n{stderr}")
+    return subprocess.CompletedProcess(["rl/rl_ddp.py", *args], code, stdout, stderr)
 
 
 def end_spawned_worker():

@@ -1,6 +1,7 @@
-"""The real entry script in subprocesses: --debug on 1 and 2 processes, exact resume, help, the README
-and docs/configuration.md against the code, and the one-line, exit-2 envelope of bad input (tests/test_config.py has every
-message in-process; here a few of them, and those only a running script meets).
+"""The real entry script in subprocesses (or its main() forked after the imports: tests/helpers.py run_main):
+--debug on 1 and 2 processes, exact resume, help, the README and docs/configuration.md against the code, and the
+one-line, exit-2 envelope of bad input (tests/test_config.py has every message in-process; here a few of them, and
+those only a running script meets).
 Run: python -m pytest tests/test_cli.py"""
 
 import json
@@ -12,7 +13,7 @@ import pytest
 import torch
 
 from configs.base import BaseRLConfig
-from helpers import TINY_ARGS, args_with, assert_same_state, load, metrics, run, script_env
+from helpers import TINY_ARGS, args_with, assert_same_state, load, metrics, run, run_main, script_env
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 # the settings and metrics tables moved out of the README: every field and every logged metric is explained there
@@ -59,11 +60,11 @@ def test_debug_run_two_processes(tmp_path):
 @pytest.mark.slow
 def test_resume_continues_exactly_where_the_run_stopped(tmp_path):
     args = ["--no_wandb", *TINY_ARGS, "--rl_train_steps=8", "--save_interval=4", "--eval_interval=4"]
-    run([*args, f"--out_dir={tmp_path / 'straight'}"])
-    run([*args, f"--out_dir={tmp_path / 'resumed'}"])
+    run_main([*args, f"--out_dir={tmp_path / 'straight'}"])
+    run_main([*args, f"--out_dir={tmp_path / 'resumed'}"])
     # A run that died after its step-4 snapshot: drop what came later, run the same command again.
     os.remove(tmp_path / "resumed" / "rl_snapshot_8.pt")
-    proc = run([*args, f"--out_dir={tmp_path / 'resumed'}"])
+    proc = run_main([*args, f"--out_dir={tmp_path / 'resumed'}"])
     assert "Resumed from" in proc.stdout and "at step 4/8" in proc.stdout
     straight, resumed = load(tmp_path / "straight" / "rl_snapshot_8.pt"), load(tmp_path / "resumed" / "rl_snapshot_8.pt")
     assert_same_state(straight, resumed)
@@ -74,7 +75,7 @@ def test_resume_continues_exactly_where_the_run_stopped(tmp_path):
 
 
 def test_help_lists_every_field_with_its_reason():
-    proc = run(["--config_name", "MultiplierRLConfig", "--help"])
+    proc = run_main(["--config_name", "MultiplierRLConfig", "--help"])
     assert proc.stdout.startswith("usage: python rl/rl_ddp.py [--config_name NAME] ")
     assert "--ndigit=2" in proc.stdout and "--show_work=True" in proc.stdout
     assert "digits per operand" in proc.stdout
@@ -99,12 +100,20 @@ def test_readme_file_table_lists_every_module():
 
 
 # ---- bad input: one line on stderr, exit 2, no traceback -------------------------------------------
-def one_line_error(args, env=None):
-    proc = run(args, check=False, env=env)
+# Each case runs the script's main() in a process forked after the imports (tests/helpers.py run_main); the first
+# runs `python rl/rl_ddp.py` itself, a new interpreter, so the envelope holds from the imports on as well.
+def one_line_error(args, env=None, forked=True):
+    proc = (run_main if forked else run)(args, check=False, env=env)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout == "", proc.stdout
     return lines[0]
+
+
+def test_bad_input_in_a_new_interpreter_is_one_line_and_exit_2():
+    assert one_line_error(["--config_name", "NoSuchConfig"], forked=False).startswith(
+        "error: unknown config 'NoSuchConfig'; known configs: AdderRLConfig, ")
 
 
 @pytest.mark.parametrize("args,message", [
@@ -157,7 +166,7 @@ def test_bad_input_out_dir_not_writable(tmp_path):
 
 @pytest.mark.slow
 def test_bad_input_snapshot_of_another_shape_or_task(tmp_path):
-    run([*TINY_ARGS, "--no_wandb", "--rl_train_steps=2", f"--out_dir={tmp_path}"])
+    run_main([*TINY_ARGS, "--no_wandb", "--rl_train_steps=2", f"--out_dir={tmp_path}"])
     shape = one_line_error([*args_with(TINY_ARGS, n_layer=2), "--no_wandb", f"--out_dir={tmp_path}"])
     assert "holds a model of n_layer=1" in shape and "but the config asks for n_layer=2" in shape
     task = one_line_error([*TINY_ARGS, "--no_wandb", "--task=subtractor", f"--out_dir={tmp_path}"])

@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from helpers import TINY, load, make_trainer, run
+from helpers import TINY, load, make_trainer, run_main
 from model.gpt import GPT, GPTConfig
 from rl.math_trainer import TrainingError
 from rl.snapshot import save_atomic
@@ -183,7 +183,7 @@ def test_a_run_from_finite_but_huge_weights_ends_with_one_line_and_exit_1(tmp_pa
                  "task": trainer.config.task_args()}, str(path))
     assert all(torch.isfinite(v).all() for v in load(path)["model"].values())
     args = [f"--{k}={v}" for k, v in {**TINY, "init_from": path}.items()]
-    proc = run([*args, "--no_wandb", f"--out_dir={tmp_path / 'run'}"], check=False)
+    proc = run_main([*args, "--no_wandb", f"--out_dir={tmp_path / 'run'}"], check=False)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]

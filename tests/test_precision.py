@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from helpers import TINY_ARGS, DeviceReads, make_trainer, run
+from helpers import TINY_ARGS, DeviceReads, make_trainer, run, run_main
 from model.gpt import GPT, GPTConfig, attention, autocast_dtype_for, draw, matmul_attention, repeat_rows
 from torch.nn import functional as F
 from rl.algorithms import answer_mask, policy_logprobs
@@ -55,7 +55,8 @@ def test_precision_names():
                               "set that, or leave rl_target_evals unset"),
 ])
 def test_bad_settings_are_one_line(tmp_path, args, message):
-    proc = run(["--config_name", "AdderRLConfig", "--debug", "--no_wandb", f"--out_dir={tmp_path}", *args], check=False)
+    proc = run_main(["--config_name", "AdderRLConfig", "--debug", "--no_wandb", f"--out_dir={tmp_path}", *args],
+                    check=False)
     assert proc.returncode == 2 and proc.stderr.strip() == message
 
 

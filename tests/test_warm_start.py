@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import TINY_ARGS, args_with, assert_same_state, load, make_config, make_trainer, run
+from helpers import TINY_ARGS, args_with, assert_same_state, load, make_config, make_trainer, run_main
 from rl import warm_start
 from rl.dist import DistInfo
 from rl.errors import ConfigError
@@ -55,9 +55,9 @@ def test_a_cached_warm_start_gives_exactly_what_training_it_gives(tmp_path):
     After RL steps every tensor of the two runs is equal."""
     args = [*args_with(TINY_ARGS, init_from="sft"), "--no_wandb", "--sft_max_steps=8", "--sft_eval_interval=4",
             "--sft_num_eval=20", "--rl_train_steps=4", "--save_interval=4", "--resume=never", f"--out_dir={tmp_path}"]
-    first = run(args)
+    first = run_main(args)
     trained = load(tmp_path / "rl_snapshot_4.pt")
-    second = run(args)
+    second = run_main(args)
     assert "Warm start: supervised training" in first.stdout and "Warm start: reusing" in second.stdout
     assert_same_state(trained, load(tmp_path / "rl_snapshot_4.pt"))
 
