@@ -101,13 +101,20 @@ def child(what: str, n: int, args: list, console: str, max_bytes: int, threads: 
     os._exit(code)
 
 
+def forkserver():
+    """The context whose processes fork from one server that imported all of the above and torch._dynamo once (the
+    server starts with the first process; every user sets the same preload, so whichever comes first starts it)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["crash_run", "torch._dynamo"])
+    return context
+
+
 class Runner:
-    """Starts `child` processes from a forkserver that imported all of the above once."""
+    """Starts `child` processes from the forkserver."""
 
     def __init__(self, folder: str):
         self.folder, self.count = folder, 0
-        self.context = multiprocessing.get_context("forkserver")
-        self.context.set_forkserver_preload(["crash_run", "torch._dynamo"])
+        self.context = forkserver()
 
     def start(self, args: list, what: str = "none", n: int = 0, max_bytes: int = 0, env: dict = None):
         self.count += 1

@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import torch
+import torch.multiprocessing as mp
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_flatten
 
@@ -61,6 +62,15 @@ def run_main(args, env=None, check=True) -> subprocess.CompletedProcess:
     if check and code != 0:
         raise AssertionError(f"exit {code}\n{stdout}\n{stderr}")
     return subprocess.CompletedProcess(["rl/rl_ddp.py", *args], code, stdout, stderr)
+
+
+def run_ranks(fn, args: tuple, nprocs: int = 2):
+    """fn(rank, *args) in nprocs processes to their end, as torch.multiprocessing.spawn runs them, but forked from
+    tests/crash_run.py's server, which imported torch, the library and torch._dynamo (DDP's constructor imports it,
+    1.6 s) once: each process starts in a fraction of a second, not a new interpreter's 4-5 s."""
+    import crash_run
+    crash_run.forkserver()
+    mp.start_processes(fn, args=args, nprocs=nprocs, join=True, start_method="forkserver")
 
 
 def end_spawned_worker():

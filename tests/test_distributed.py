@@ -5,9 +5,8 @@ Run: python -m pytest tests/test_distributed.py"""
 
 import torch
 import torch.distributed
-import torch.multiprocessing as mp
 
-from helpers import assert_grads_close, capture_gradients, end_spawned_worker, make_trainer
+from helpers import assert_grads_close, capture_gradients, end_spawned_worker, make_trainer, run_ranks
 from rl.algorithms import ALGORITHMS
 from rl.dist import DistInfo
 from rl.rollout import RolloutStats
@@ -82,7 +81,9 @@ def run_steps(case: str, batches: list, rank: int, world: int) -> list:
     return grads
 
 
-def worker(rank: int, store: str, out: str, batches: dict):
+def worker(rank: int, store: str, out: str, batches: str):
+    # a file the test wrote of its own rollouts (a forked process is sent at most 256 shared tensors)
+    batches = torch.load(batches, weights_only=False)
     torch.set_num_threads(1)
     torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
     try:
@@ -95,7 +96,8 @@ def worker(rank: int, store: str, out: str, batches: dict):
 
 def test_two_processes_take_the_one_process_gradient_for_every_algorithm(tmp_path):
     batches = {case: global_batches(case) for case in CASES}
-    mp.spawn(worker, args=(str(tmp_path / "store"), str(tmp_path / "grads"), batches), nprocs=2, join=True)
+    torch.save(batches, tmp_path / "batches.pt")
+    run_ranks(worker, (str(tmp_path / "store"), str(tmp_path / "grads"), str(tmp_path / "batches.pt")))
     ranks = [torch.load(f"{tmp_path / 'grads'}.{r}", weights_only=True) for r in range(2)]
     for case in CASES:
         one = run_steps(case, batches[case], 0, 1)

@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed
-import torch.multiprocessing as mp
 
-from helpers import assert_same_state, end_spawned_worker, fresh_trainer, make_trainer
+from helpers import assert_same_state, end_spawned_worker, fresh_trainer, make_trainer, run_ranks
 from rl import seeding
 from rl.dist import DistInfo
 from rl.math_env import SPLITS, MathEnvironment
@@ -364,7 +363,7 @@ def rank_worker(rank: int, store: str, out: str, sampler: str):
 
 @pytest.mark.parametrize("sampler", ["prioritized", "replay", "lengths", "replay-lengths"])
 def test_every_rank_holds_the_state_of_all_ranks_outcomes(tmp_path, sampler):
-    mp.spawn(rank_worker, args=(str(tmp_path / "store"), str(tmp_path / "out"), sampler), nprocs=2, join=True)
+    run_ranks(rank_worker, (str(tmp_path / "store"), str(tmp_path / "out"), sampler))
     ranks = [torch.load(f"{tmp_path / 'out'}.{r}", weights_only=True) for r in range(2)]
     expected = make_trainer(**SETTINGS[sampler]).problem_sampler  # one sampler fed rank 0's groups, then rank 1's
     for step in range(3):
