@@ -37,9 +37,17 @@ def args_with(args: list, **overrides) -> list:
     return kept + [f"--{k}={v}" for k, v in overrides.items()]
 
 
+def threads_of(torchrun: int) -> int:
+    """A run's threads a process: torchrun's processes one each, one process the suite's (all the cores)."""
+    return 1 if torchrun else torch.get_num_threads()
+
+
 def run(args, torchrun=0, check=True, env=None, timeout=300):
-    """The entry script to its end, one thread per process; AssertionError with its console if it failed."""
-    proc = launch.run(args, nproc=torchrun or 1, threads=1, check=False, env=env, timeout=timeout)
+    """The entry script to its end, on threads_of(torchrun) threads a process; AssertionError with its console if
+    it failed."""
+    threads = threads_of(torchrun)
+    env = None if env is None else {**env, "OMP_NUM_THREADS": str(threads)}
+    proc = launch.run(args, nproc=torchrun or 1, threads=threads, check=False, env=env, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -85,7 +93,8 @@ def script_env():
 
 
 def start(args, torchrun=0, max_restarts=0):
-    return launch.start(args, nproc=torchrun or 1, max_restarts=max_restarts, threads=1)
+    """The entry script started, not waited for; on the threads run gives it."""
+    return launch.start(args, nproc=torchrun or 1, max_restarts=max_restarts, threads=threads_of(torchrun))
 
 
 def wait_for(path: Path, proc=None, timeout=120):

@@ -18,8 +18,8 @@ from helpers import (REPO, args_with, assert_same_state, fresh_trainer, load, ma
                      start, wait_for)
 from rl.tools import launch
 
-# STEPS steps of a small 2-layer adder model from scratch, a snapshot after each: a step takes about 0.1 s on one
-# thread of the 2-core CPU, so a kill that lands from step 4 on leaves about 2 s of run unfinished, and digit_match
+# STEPS steps of a small 2-layer adder model from scratch, a snapshot after each: a step takes about 0.1 s on the
+# 2-core CPU, so a kill that lands from step 4 on leaves about 2 s of run unfinished, and digit_match
 # gives a random policy gradients to follow. Most of a run's seconds are its start-up (imports, gloo), not its steps.
 STEPS = 24
 KILL_ARGS = ["--no_wandb", "--init_from=scratch", "--rewards=digit_match:1.0", "--learning_rate=1e-3",
