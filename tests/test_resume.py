@@ -300,7 +300,7 @@ def test_second_run_on_the_same_folder_is_refused_and_a_dead_run_leaves_no_lock(
     assert second.returncode == 2 and second.stdout == ""
     assert second.stderr.startswith(f"error: another run is using {out} (pid {first.pid}); wait for it to finish")
     kill_group(first, signal.SIGKILL)
-    last = max(int(p.stem.rsplit("_", 1)[1]) for p in out.glob("rl_snapshot_*.pt"))
+    last = max((int(p.stem.rsplit("_", 1)[1]) for p in out.glob("rl_snapshot_*.pt")), default=0)
     third = run(args_with(args, rl_train_steps=last + 2))  # the kernel dropped the dead run's lock
     assert "Final held-out accuracy" in third.stdout
 
