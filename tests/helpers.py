@@ -1,5 +1,5 @@
-"""Shared by the tests: the real script in a subprocess (or its main() in a forked process), a trainer in-process, gradients at each
-optimizer step, state comparison, and the host's reads of what the device computed (DeviceReads)."""
+"""Shared by the tests: the real script in a subprocess (or its main() in a forked process), a trainer in-process,
+gradients at each optimizer step, state comparison, and the host's reads of what the device computed (DeviceReads)."""
 
 import atexit
 import os

@@ -101,7 +101,7 @@ def test_readme_file_table_lists_every_module():
 
 # ---- bad input: one line on stderr, exit 2, no traceback -------------------------------------------
 # Each case runs the script's main() in a process forked after the imports (tests/helpers.py run_main); the first
-# runs `python rl/rl_ddp.py` itself, a new interpreter, so the envelope holds from the imports on as well.
+# test runs `python rl/rl_ddp.py` itself, a new interpreter, so the envelope holds from the imports on as well.
 def one_line_error(args, env=None, forked=True):
     proc = (run_main if forked else run)(args, check=False, env=env)
     assert proc.returncode == 2, proc.stdout + proc.stderr

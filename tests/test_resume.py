@@ -38,8 +38,8 @@ def kill_group(proc, sig):
             os.kill(pid, sig)
         except ProcessLookupError:
             pass
-    # Generous: a process killed in the middle of a write (a snapshot's fsync) dies when the write returns, and
-    # this VM's disk has stalled for over a minute now and then; a pass does not wait for it.
+    # Generous: a process killed in the middle of a write (a snapshot's fsync) dies when the write returns, and a
+    # CI machine's disk has stalled for over a minute (one run in many); a pass does not wait for it.
     proc.communicate(timeout=300)
 
 
