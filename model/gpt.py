@@ -253,6 +253,7 @@ class KVCache:
     """
 
     def __init__(self, config: GPTConfig, batch_size: int, max_len: int, device, dtype):
+        self.group = 0  # share_prompts's n once it has run: rows then read their prompt's one copy
         shape = (config.n_layer, batch_size, config.n_head, max_len, config.n_embed // config.n_head)
         self.k = torch.empty(shape, device=device, dtype=dtype)
         self.v = torch.empty(shape, device=device, dtype=dtype)
@@ -268,6 +269,17 @@ class KVCache:
             self.k, self.v = (repeat_rows(t, n, dim=1) for t in (self.k, self.v))
             if self.ids is not None:
                 self.ids, self.glob = repeat_rows(self.ids, n), repeat_rows(self.glob, n)
+
+    def share_prompts(self, n: int, max_new_tokens: int):
+        """n rows continue each of the B prompts filled so far (rows i*n ... i*n+n-1 continue row i), as
+        repeat_interleave's, but the prompts' keys and values stay one copy each: every row's own tokens go to
+        own_k, own_v (n_layer, B * n, n_head, max_new_tokens, head_dim), and attention reads its prompt's and its
+        own (`shared_prompt_attention`). Not with a window (its mask reads every row's ids)."""
+        assert self.ids is None, "a window's mask reads every row's cached ids"
+        L, B, H, _, hd = self.k.shape
+        self.group, self.prompt_len = n, self.pos
+        self.own_k, self.own_v = (torch.empty(L, B * n, H, max_new_tokens, hd, device=t.device, dtype=t.dtype)
+                                  for t in (self.k, self.v))
 
 
 @dataclass
@@ -336,6 +348,22 @@ def matmul_attention(q, k, v, *, is_causal: bool, mask=None):
     return att.softmax(dim=-1).to(v.dtype) @ v
 
 
+def shared_prompt_attention(q, prompt_k, prompt_v, own_k, own_v):
+    """One decoded token's attention (the softmax of matmul_attention) over its prompt's keys, one copy for the G
+    rows that continue it, and its own row's: q (N, H, 1, hd), prompt_k/_v (B, H, P, hd), own_k/_v (N, H, t, hd),
+    N = B * G -> (N, H, 1, hd). The G rows' queries meet their prompt's keys in one (G, hd) x (hd, P) product,
+    where a copied cache makes G products of one row each (and a cache G times the prompts' size)."""
+    (N, H, _, hd), (B, _, P, _) = q.shape, prompt_k.shape
+    G, scale = N // B, hd ** -0.5
+    q_groups = q.view(B, G, H, hd).transpose(1, 2)  # (B, H, G, hd)
+    prompt_att = (q_groups @ prompt_k.transpose(-2, -1)) * scale  # (B, H, G, P)
+    own_att = (q @ own_k.transpose(-2, -1)) * scale  # (N, H, 1, t)
+    att = torch.cat([prompt_att.transpose(1, 2).reshape(N, H, 1, P), own_att], dim=-1).softmax(dim=-1)
+    att = att.to(prompt_v.dtype)
+    prompt_y = att[..., :P].reshape(B, G, H, P).transpose(1, 2) @ prompt_v  # (B, H, G, hd)
+    return prompt_y.transpose(1, 2).reshape(N, H, 1, hd) + att[..., P:] @ own_v
+
+
 def logn_scale(start: int, T: int, base: int, like: torch.Tensor) -> torch.Tensor:
     """(1, 1, T, 1): max(1, ln(t + 1) / ln(base)) for the sequence indices t = start .. start + T - 1, in like's
     dtype and device. A query at index t attends over t + 1 keys, and softmax's weights spread as that number grows:
@@ -395,6 +423,12 @@ class CausalSelfAttention(nn.Module):
         if cache is None:
             y = attention(q, k, v, is_causal=mask is None, dropout_p=dropout_p, matmul=self.matmul_attention,
                           mask=mask)
+        elif cache.group:  # a decoded token of rows that share their prompt's cache (KVCache.share_prompts)
+            t = cache.pos - cache.prompt_len
+            cache.own_k[layer, :, :, t:t + 1], cache.own_v[layer, :, :, t:t + 1] = k, v
+            P = cache.prompt_len
+            y = shared_prompt_attention(q, cache.k[layer, :, :, :P], cache.v[layer, :, :, :P],
+                                        cache.own_k[layer, :, :, :t + 1], cache.own_v[layer, :, :, :t + 1])
         else:
             start, end = cache.pos, cache.pos + T
             cache.k[layer, :, :, start:end] = k
@@ -620,7 +654,7 @@ class GPT(nn.Module):
     @torch.inference_mode()
     def generate(self, idx, max_new_tokens, *, temperature=1.0, top_k=None, greedy=False, end_token=None,
                  pad_token=None, generator=None, num_samples=1, use_cache=True, with_stats=False,
-                 with_nonfinite=False, pos=None):
+                 with_nonfinite=False, pos=None, share_prompts=False):
         """Sample `max_new_tokens` continuations of the prompts idx (B, P).
 
         Returns (B * num_samples, max_new_tokens): num_samples continuations of each prompt, those of
@@ -640,6 +674,10 @@ class GPT(nn.Module):
         tokens mean nothing. The other rows are exactly what they would be without this check.
         `pos` (B, P + max_new_tokens): the position ids of the prompt and of every token to be written
         (known in advance from the task); None: 0, 1, 2, ... as in training.
+        `share_prompts` (with num_samples > 1, a cache and no attention window): the num_samples rows of a prompt
+        read its cached keys and values as one copy (`KVCache.share_prompts`) instead of copying them num_samples
+        times: the same logits to float rounding (the products are grouped otherwise), so a sampled token may
+        differ where two tokens' probabilities nearly tie.
         With `configure_runtime(cuda_graphs=True)` on CUDA, the decode is a replayed CUDA graph (module
         docstring): the same tokens, drawn from the same stream, as this loop run eagerly. Outputs are
         then fresh tensors (the graph's own are overwritten by its next replay).
@@ -648,7 +686,8 @@ class GPT(nn.Module):
         prompt_pos, pos = generation_position_ids(pos, (B, P), max_new_tokens, num_samples, self.config.n_position)
         args = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, greedy=greedy,
                     end_token=end_token, pad_token=pad_token, num_samples=num_samples, use_cache=use_cache,
-                    with_stats=with_stats)
+                    with_stats=with_stats,
+                    share_prompts=share_prompts and num_samples > 1 and use_cache and not self.config.attention_window)
         if self.cuda_graphs and idx.is_cuda and use_cache:
             out, logps, entropy, nonfinite = self._graphed_decode(idx, prompt_pos, pos, generator, args)
         else:
@@ -657,15 +696,18 @@ class GPT(nn.Module):
         return outputs if len(outputs) > 1 else out
 
     def _decode(self, idx, prompt_pos, pos, generator, *, max_new_tokens, temperature, top_k, greedy, end_token,
-                pad_token, num_samples, use_cache, with_stats):
+                pad_token, num_samples, use_cache, with_stats, share_prompts=False):
         """generate's loop on checked inputs: (out, logps, entropy, nonfinite), nothing read on the host, so
         that it can be captured as one CUDA graph. logps and entropy: None without with_stats, zeros when greedy."""
         B, P = idx.shape
         N = B * num_samples
         cache_dtype = self.autocast_dtype or self.wte.weight.dtype
-        cache = KVCache(self.config, B, P + max_new_tokens, idx.device, cache_dtype) if use_cache else None
+        cache_len = P if share_prompts else P + max_new_tokens  # (shared: the rows' own tokens go elsewhere)
+        cache = KVCache(self.config, B, cache_len, idx.device, cache_dtype) if use_cache else None
         logits = repeat_rows(self(idx, cache, prompt_pos, check_pos=False)[:, -1, :], num_samples)
-        if use_cache:
+        if share_prompts:
+            cache.share_prompts(num_samples, max_new_tokens)
+        elif use_cache:
             cache.repeat_interleave(num_samples)
         seq = repeat_rows(idx, num_samples)  # only read without a cache
         finished = torch.zeros(N, dtype=torch.bool, device=idx.device)

@@ -173,7 +173,8 @@ class RolloutCollector:
         t0 = dist.clock(self.info.device)
         generated, logp, entropy, nonfinite = self.model.generate(
             prompts, env.answer_len, temperature=c.rl_temperature, end_token=env.end_token, pad_token=env.pad_token,
-            generator=generator, num_samples=G, with_stats=True, with_nonfinite=True, pos=pos)
+            generator=generator, num_samples=G, with_stats=True, with_nonfinite=True, pos=pos,
+            share_prompts=c.prefix_sharing)
         t1 = dist.clock(self.info.device)
         keys = pair_keys(env, a, b)
         # (clone: an inference-mode tensor may not enter autograd)

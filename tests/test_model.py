@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from model.gpt import (GPT, AdamW, GPTConfig, KVCache, ModelSettings, PromptGroups, logn_scale, matmul_attention,
-                       window_mask)
+                       shared_prompt_attention, window_mask)
 from rl.errors import ConfigError
 from rl.warm_start import fingerprint
 from tests.helpers import make_config, make_trainer
@@ -46,6 +46,66 @@ def check_step_logits(model, prompts, cached):
     for t in range(4):
         step_logits.append(model(cached[:, t:t + 1], cache)[:, -1])
     assert torch.allclose(torch.stack(step_logits, 1), full[:, 7:12], atol=1e-4)
+
+
+def test_shared_prompt_attention_is_attention_over_a_copied_cache():
+    """By hand: the G rows of each prompt attend over its keys, then their own, as matmul_attention does over each
+    row's copy of the prompt's keys followed by its own."""
+    torch.manual_seed(0)
+    B, G, H, P, t, hd = 3, 4, 2, 5, 3, 8
+    q = torch.randn(B * G, H, 1, hd)
+    prompt_k, prompt_v = torch.randn(B, H, P, hd), torch.randn(B, H, P, hd)
+    own_k, own_v = torch.randn(B * G, H, t, hd), torch.randn(B * G, H, t, hd)
+    copied = lambda prompt, own: torch.cat([prompt.repeat_interleave(G, dim=0), own], dim=2)
+    want = matmul_attention(q, copied(prompt_k, own_k), copied(prompt_v, own_v), is_causal=False)
+    got = shared_prompt_attention(q, prompt_k, prompt_v, own_k, own_v)
+    assert got.shape == (B * G, H, 1, hd) and torch.allclose(got, want, atol=1e-6)
+    # row 5 (prompt 1) by hand: its query against prompt 1's keys and its own
+    keys, values = torch.cat([prompt_k[1], own_k[5]], dim=1), torch.cat([prompt_v[1], own_v[5]], dim=1)  # (H, P+t, hd)
+    weights = ((q[5] @ keys.transpose(-2, -1)) / hd ** 0.5).softmax(dim=-1)
+    assert torch.allclose(got[5], weights @ values, atol=1e-6)
+
+
+@pytest.mark.parametrize("settings", [{}, dict(logn_attention=4), dict(bf16=True), dict(pos=True)],
+                         ids=["plain", "logn", "bf16-autocast", "position-ids"])
+def test_a_decode_that_shares_each_prompts_cache_samples_what_copies_sample(settings):
+    """generate(share_prompts=True): the same tokens from the same generator, greedy and sampled, and log-probs and
+    entropies to float rounding, where each prompt's G rows read one copy of its cache; the cache holds the prompts
+    once. A window's mask reads every row's ids: there it copies, and so is exactly the plain decode."""
+    model = make_model(**{k: v for k, v in settings.items() if k == "logn_attention"})
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(4.0)  # sharper distributions: the sampled tokens are real choices, not uniform noise
+    if settings.get("bf16"):
+        model.configure_runtime(autocast_dtype=torch.bfloat16)
+    prompts = torch.randint(0, 10, (6, 7))
+    pos = torch.arange(1, 13).expand(6, 12) if settings.get("pos") else None
+    # (bf16 rounds the two groupings' products apart by ~1e-2: a draw near the boundary between two tokens may fall
+    # on either side, and the rows go their own ways from there; greedy's argmax has a margin)
+    for kw in (dict(greedy=True),) if settings.get("bf16") else (dict(greedy=True), dict(temperature=1.0)):
+        runs = [model.generate(prompts, 5, num_samples=4, generator=torch.Generator().manual_seed(1), with_stats=True,
+                               end_token=END, pad_token=PAD, pos=pos, share_prompts=share, **kw) for share in (0, 1)]
+        assert len(set(runs[0][0].flatten().tolist())) > 3  # the comparison compares real choices
+        assert torch.equal(runs[0][0], runs[1][0]), kw
+        tolerance = 2e-2 if settings.get("bf16") else 1e-5
+        for plain, shared in zip(runs[0][1:], runs[1][1:]):
+            assert torch.allclose(plain, shared, atol=tolerance)
+    seen = []
+    real = KVCache.share_prompts
+    KVCache.share_prompts = lambda self, n, m: seen.append((self.k.shape, n, m)) or real(self, n, m)
+    try:
+        model.generate(prompts, 5, num_samples=4, greedy=True, share_prompts=True)
+    finally:
+        KVCache.share_prompts = real
+    assert seen == [((2, 6, 4, 7, 8), 4, 5)]  # (n_layer, B prompts, n_head, P, head_dim): one copy of each prompt
+
+
+def test_a_windowed_decode_copies_its_cache_even_when_asked_to_share():
+    model = make_model(attention_window=3)
+    prompts = torch.randint(0, 10, (6, 7))
+    draw = lambda share: model.generate(prompts, 5, num_samples=4, generator=torch.Generator().manual_seed(1),
+                                        temperature=1.0, with_stats=True, share_prompts=share)
+    assert all(torch.equal(a, b) for a, b in zip(draw(False), draw(True)))
 
 
 def test_sampling_is_reproducible_with_a_generator_and_pads_after_end():

@@ -47,9 +47,10 @@ def test_cpu_sweep_records_every_measurement(tmp_path, capsys):
     # and sampling, the update (bf16) and a whole step (auto) with attention in plain matmuls
     matmul = [(r["metric"], r["precision"]) for r in rows if r.get("matmul_attention")]
     assert sorted(matmul) == [("sweep_sampling", "bf16"), ("sweep_step", "auto"), ("sweep_update", "bf16")]
-    # and the update (fp32, the CPU's fastest) and a whole step (auto) reading each prompt once for its answers
+    # and sampling and the update (fp32, the CPU's fastest) and a whole step (auto) reading each prompt once for its
+    # answers
     shared = [(r["metric"], r["precision"]) for r in rows if r.get("prefix_sharing")]
-    assert sorted(shared) == [("sweep_step", "auto"), ("sweep_update", "fp32")]
+    assert sorted(shared) == [("sweep_sampling", "fp32"), ("sweep_step", "auto"), ("sweep_update", "fp32")]
     steps = [r for r in rows if r["metric"] == "sweep_step"]
     assert sorted(r["precision"] for r in steps) == ["auto", "auto", "auto", "fp32"]
     for r in steps:
@@ -184,6 +185,19 @@ def test_the_sweep_table_puts_each_kind_of_update_in_its_own_column():
     rows.insert(0, row(0.007, matmul_attention=True, prefix_sharing=True))
     _, _, line = ([c.strip() for c in text.split("|")] for text in sweep_table(rows).splitlines())
     assert line[update:update + 6] == ["0.0120", "0.0100", "0.0200", "0.0030", "0.0070", "0.0050"]
+
+
+def test_the_sweep_table_puts_sampling_with_shared_prompts_in_its_own_column():
+    from rl.tools.perf import sweep_table
+    row = lambda tokens, **labels: {"metric": "sweep_sampling", "prompts": 64, "status": "ok",
+                                    "tokens_per_second": tokens, **labels}
+    rows = [row(4e6, precision="bf16", graphs=True, matmul_attention=True, prefix_sharing=True),
+            row(3e6, precision="bf16", graphs=True, matmul_attention=True), row(2e6, precision="bf16", graphs=True),
+            row(1e6, precision="fp32", graphs=False)]
+    header, _, line = ([c.strip() for c in text.split("|")] for text in sweep_table(rows).splitlines())
+    assert header[2:6] == ["sampling tok/s eager fp32", "sampling tok/s graphs bf16", "the same, matmul attention",
+                           "or prompts shared (prefix sharing)"]
+    assert line[2:6] == ["1,000,000", "2,000,000", "3,000,000", "4,000,000"]
 
 
 def test_a_fixed_update_starts_the_models_a_first_step_starts():

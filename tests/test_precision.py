@@ -193,14 +193,16 @@ def cuda_model(tie_weights=True, **runtime):
 
 @cuda
 @pytest.mark.parametrize("autocast_dtype", [None, torch.bfloat16])
-def test_graph_decoding_gives_the_eager_tokens_from_the_same_generator_state(autocast_dtype):
+@pytest.mark.parametrize("share_prompts", [False, True])
+def test_graph_decoding_gives_the_eager_tokens_from_the_same_generator_state(autocast_dtype, share_prompts):
     prompts = torch.randint(0, 12, (64, 8), device="cuda")
     runs = {}
     for graphs in (False, True):
         model = cuda_model(autocast_dtype=autocast_dtype, cuda_graphs=graphs)
         gen = torch.Generator("cuda").manual_seed(3)
         runs[graphs] = [model.generate(prompts, 6, num_samples=4, generator=gen, end_token=12, pad_token=13,
-                                       with_stats=True) for _ in range(3)]  # the 2nd and 3rd replay the graph
+                                       with_stats=True, share_prompts=share_prompts)
+                        for _ in range(3)]  # the 2nd and 3rd replay the graph
         runs[graphs].append(gen.get_state())  # the stream moved on by as much
         assert len(model._graphs) == (1 if graphs else 0)
     for eager, graphed in zip(runs[False][:3], runs[True][:3]):

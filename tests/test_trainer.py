@@ -272,6 +272,22 @@ def test_prefix_sharing_reads_fewer_tokens_and_takes_the_same_step():
     assert sum(update[1]) < 0.9 * sum(update[0]), update
 
 
+def test_prefix_sharing_samples_the_same_answers_from_one_copy_of_each_prompts_cache(monkeypatch):
+    """The sampler's decode (model/gpt.py KVCache.share_prompts) draws the plain decode's tokens, from the same
+    streams, with its log-probs to float rounding, and keeps each prompt's keys and values once for its G rows."""
+    shared_caches = []
+    real = KVCache.share_prompts
+    monkeypatch.setattr(KVCache, "share_prompts", lambda self, n, m: shared_caches.append((len(self.k[0]), n))
+                        or real(self, n, m))
+    rollouts = [make_trainer(prefix_sharing=flag).sample(0)[1] for flag in (False, True)]
+    # the shared trainer's rounds (the first of 16 prompts, then dynamic sampling's refills): one cache row a prompt
+    assert shared_caches[0] == (16, 4) and {n for _, n in shared_caches} == {4}
+    plain, shared = rollouts
+    assert torch.equal(plain.generated, shared.generated) and len(set(plain.generated.flatten().tolist())) > 3
+    torch.testing.assert_close(shared.logp, plain.logp, rtol=1e-5, atol=1e-6)
+    assert torch.equal(plain.rewards, shared.rewards)
+
+
 GROUPS_ONLY = "it needs an objective that trains on whole groups of answers (not rft or dpo)"
 NOT_GRAPHED = "it needs rl_cuda_graphs=false (a graphed step's shapes are fixed, a grouped pass's follow its prompts)"
 

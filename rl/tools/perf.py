@@ -35,7 +35,9 @@ config's rl_rollout_size answers a prompt), one JSON line a row, one record in -
     python -m rl.tools.perf --device cpu --sizes 2 --reps 2 --out /tmp/perf-sweep.json   # a smoke test
 
   sweep_sampling          generate alone (with_stats, with_nonfinite, as the rollout calls it): eager and
-                          CUDA-graphed (CUDA only) x fp32 and bf16 autocast; tokens and answers per second
+                          CUDA-graphed (CUDA only) x fp32 and bf16 autocast; and with each prompt's cache one copy
+                          for its answers (prefix_sharing: graphs, bf16 and matmul attention on CUDA, fp32 on the
+                          CPU); tokens and answers per second
   sweep_update            the step's update alone on a fixed sampled batch (as `fixed_update`), fp32 and bf16;
                           on CUDA also bf16 with matmul attention compiled (--compile=true: torch.compile);
                           with each prompt read once for its answers (prefix_sharing: bf16 and matmul
@@ -371,8 +373,10 @@ class Sweep:
             torch.cuda.empty_cache()
 
 
-def sweep_sampling(s: Sweep, trainer: MathRLTrainer, precision: str, graphs: bool, matmul: bool = False) -> dict:
-    """generate alone, as the rollout calls it, on B fixed prompts with G answers each."""
+def sweep_sampling(s: Sweep, trainer: MathRLTrainer, precision: str, graphs: bool, matmul: bool = False,
+                   prefix_sharing: bool = False) -> dict:
+    """generate alone, as the rollout calls it, on B fixed prompts with G answers each; prefix_sharing: each
+    prompt's cache one copy for its G rows (model/gpt.py KVCache.share_prompts, as the setting samples)."""
     env, c, model = trainer.env, trainer.config, trainer.model.eval()
     s.runtime(model, precision, graphs, matmul)
     prompts, _ = env.encode(*env.sample_operands(c.rl_batch_size, np.random.default_rng(0)))
@@ -380,7 +384,7 @@ def sweep_sampling(s: Sweep, trainer: MathRLTrainer, precision: str, graphs: boo
     g = torch.Generator(device=s.device).manual_seed(0)
     run = lambda: model.generate(prompts, env.answer_len, temperature=c.rl_temperature, end_token=env.end_token,
                                  pad_token=env.pad_token, generator=g, num_samples=c.rl_rollout_size,
-                                 with_stats=True, with_nonfinite=True)
+                                 with_stats=True, with_nonfinite=True, share_prompts=prefix_sharing)
     seconds = s.timed(run)  # (the first warm-up call captures the graph)
     answers = c.rl_batch_size * c.rl_rollout_size
     return dict(seconds=seconds, answers=answers, tokens_per_second=answers * env.answer_len / seconds,
@@ -501,6 +505,9 @@ def sweep_size(s: Sweep, prompts: int):
     # each prompt read once for its answers (prefix_sharing), in the device's fastest eager setting: bf16 and matmul
     # attention on CUDA, fp32 on the CPU
     fast = dict(precision="bf16", matmul_attention=True) if s.cuda else dict(precision="fp32")
+    s.row("sweep_sampling", prompts, lambda: sweep_sampling(s, trainer, fast["precision"], graphs, matmul=s.cuda,
+                                                            prefix_sharing=True), **fast, graphs=graphs,
+          prefix_sharing=True)
     s.row("sweep_update", prompts, lambda: sweep_update(s, trainer, fast["precision"], matmul=s.cuda,
                                                         prefix_sharing=True), **fast, prefix_sharing=True)
     if s.cuda:  # and the grouped pass compiled
@@ -555,7 +562,8 @@ def sweep_table(rows: list) -> str:
     lines = []
     for prompts in sorted({r["prompts"] for r in rows}):
         tok = lambda precision, graphs: cell("sweep_sampling", prompts, "tokens_per_second", "{:,.0f}",
-                                             precision=precision, graphs=graphs)
+                                             precision=precision, graphs=graphs, matmul_attention=None,
+                                             prefix_sharing=None)
         sec = lambda metric, precision: cell(metric, prompts, "seconds", "{:.4f}", precision=precision,
                                              matmul_attention=None, compile=None, rl_cuda_graphs=None,
                                              prefix_sharing=None)
@@ -566,7 +574,8 @@ def sweep_table(rows: list) -> str:
         shared = lambda metric, key, fmt: cell(metric, prompts, key, fmt, prefix_sharing=True, compile=None)
         both = lambda metric, key, fmt: cell(metric, prompts, key, fmt, prefix_sharing=True, compile=True)
         lines.append([prompts, tok("fp32", False), tok("bf16", True),
-                      matmul("sweep_sampling", "tokens_per_second", "{:,.0f}"), sec("sweep_update", "fp32"),
+                      matmul("sweep_sampling", "tokens_per_second", "{:,.0f}"),
+                      shared("sweep_sampling", "tokens_per_second", "{:,.0f}"), sec("sweep_update", "fp32"),
                       sec("sweep_update", "bf16"), matmul("sweep_update", "seconds", "{:.4f}"),
                       compiled("sweep_update", "seconds", "{:.4f}"), graphed("sweep_update", "seconds", "{:.4f}"),
                       shared("sweep_update", "seconds", "{:.4f}"), both("sweep_update", "seconds", "{:.4f}"),
@@ -579,7 +588,7 @@ def sweep_table(rows: list) -> str:
                       shared("sweep_step", "answers_per_second", "{:,.0f}"),
                       both("sweep_step", "answers_per_second", "{:,.0f}"), shares(prompts)])
     headers = ["prompts", "sampling tok/s eager fp32", "sampling tok/s graphs bf16", "the same, matmul attention",
-               "update s fp32", "update s bf16", "the same, matmul attention", "and compiled",
+               "or prompts shared (prefix sharing)", "update s fp32", "update s bf16", "the same, matmul attention", "and compiled",
                "or graphed (rl_cuda_graphs)", "or prefix sharing", "prefix sharing, compiled",
                "bare fwd+bwd+AdamW s fp32 / bf16",
                "step answers/s (auto)", "the same, matmul attention", "and compiled", "or graphed",
