@@ -37,7 +37,9 @@ once. forward(idx, groups=...) runs each distinct prompt through the blocks once
 it, the continuation's attention reading its prompt's keys and values (`CausalSelfAttention.grouped`): a full pass's
 logits from the prompt's last token on, to float rounding, with the linear layers seeing U * P + N * T tokens
 instead of N * (P + T). The update's prefix_sharing setting (rl/update.py) forwards its micro-batches so, and
-ppo_critic's critic (`hidden(groups=...)`: the same pass without the token head).
+ppo_critic's critic (`hidden(groups=...)`: the same pass without the token head). Its decode does the same for
+sampling: generate(share_prompts=True) keeps one copy of each prompt's keys and values for its G rows
+(`KVCache.share_prompts`, `shared_prompt_attention`), where the plain decode copies them G times.
 
 Initial weights as GPT-2's (std 0.02, the residual projections scaled down with depth), the query and key
 projections times GPTConfig.qk_init_scale (1 by default). A logit is q . k, a product of two small matrices: each

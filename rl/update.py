@@ -82,8 +82,8 @@ class ScheduleSettings:
     """the update's forward reads each prompt once for its answers in a micro-batch, not once per answer (model/gpt.py
     PromptGroups; the critic's too), and sampling's decode keeps one copy of each prompt's cache for its G answers
     (KVCache.share_prompts): the same step to float rounding; the adder's update 1.5x faster on a 2-core CPU, 1.9x at
-    256 prompts, 2-digit multiplication's 1.2x, its sampling 1.1x (results/study/prefix-sharing/); compiled with
-    compile, not with rl_cuda_graphs"""
+    256 prompts, its sampling 1.15x, 2-digit multiplication's update 1.2x, its sampling 1.0x
+    (results/study/prefix-sharing/); compiled with compile, not with rl_cuda_graphs"""
 
     @property
     def shared_group_size(self) -> int:

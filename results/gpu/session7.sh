@@ -63,9 +63,10 @@ save
 timeout 75 python3 -m rl.tools.benchmark --results $G --seeds 0 --configs AdderRLConfig --set $A sft_target_accuracy=0.97 \
   rl_cuda_graphs=true \
   > $W/candidate-adder-graphs.log 2>&1; tail -2 $W/candidate-adder-graphs.log | cut -c1-300; save
-# and each prompt read once for its answers in the update (--prefix_sharing: the same step to float rounding; the
-# update alone 1.5x faster on the CPU at 64 prompts, 1.9x at 256: results/study/prefix-sharing/), validation only
-# (seed 0); the sweep below has its update and step in columns of their own
+# and each prompt read once for its answers in the update, and its cache kept once for them in sampling
+# (--prefix_sharing: the same step to float rounding; the update alone 1.5x faster on the CPU at 64 prompts, 1.9x at
+# 256, sampling 1.15x: results/study/prefix-sharing/), validation only (seed 0); the sweep below has its sampling,
+# update and step in columns of their own
 timeout 75 python3 -m rl.tools.benchmark --results $G --seeds 0 --configs AdderRLConfig --set $A sft_target_accuracy=0.97 \
   prefix_sharing=true > $W/candidate-adder-prefix.log 2>&1; tail -2 $W/candidate-adder-prefix.log | cut -c1-300; save
 # the update alone and whole steps at 64 prompts: the tree before the fewer reads, after, and after with RL's
@@ -78,8 +79,8 @@ done; done
 for t in new graphed; do timeout 60 python3 results/gpu/session7_probe.py $t 256 >> $W/reads.jsonl 2>> $W/reads.log; done
 cut -c1-200 $W/reads.jsonl; save
 # the sweep at 4,096 prompts again: now with the compile's seconds (first_call_seconds, warmup_seconds) and rows with
-# --rl_cuda_graphs, --prefix_sharing, and both --prefix_sharing and --compile (the grouped pass compiled; its rows
-# come last, after the other rows of their kind: what the limit cuts first)
+# --rl_cuda_graphs, --prefix_sharing (sampling, the update, a step), and both --prefix_sharing and --compile (the
+# grouped pass compiled; its rows come last, after the other rows of their kind: what the limit cuts first)
 timeout 240 python3 -m rl.tools.perf --device cuda --sizes 4096 --reps 5 --budget 2 \
   --out results/$G/perf-AdderRLConfig-compile-time.json > $W/perf.jsonl 2>&1; tail -4 $W/perf.jsonl | cut -c1-300
 save; ls -la $W $OUT
