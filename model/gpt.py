@@ -255,7 +255,7 @@ class KVCache:
     """
 
     def __init__(self, config: GPTConfig, batch_size: int, max_len: int, device, dtype):
-        self.group = 0  # share_prompts's n once it has run: rows then read their prompt's one copy
+        self.group = self.prompt_len = 0  # share_prompts's n and P once it has run: rows read their prompt's copy
         shape = (config.n_layer, batch_size, config.n_head, max_len, config.n_embed // config.n_head)
         self.k = torch.empty(shape, device=device, dtype=dtype)
         self.v = torch.empty(shape, device=device, dtype=dtype)
@@ -426,9 +426,10 @@ class CausalSelfAttention(nn.Module):
             y = attention(q, k, v, is_causal=mask is None, dropout_p=dropout_p, matmul=self.matmul_attention,
                           mask=mask)
         elif cache.group:  # a decoded token of rows that share their prompt's cache (KVCache.share_prompts)
-            t = cache.pos - cache.prompt_len
-            cache.own_k[layer, :, :, t:t + 1], cache.own_v[layer, :, :, t:t + 1] = k, v
+            assert T == 1, "a shared cache takes one token at a time"
             P = cache.prompt_len
+            t = cache.pos - P  # this token's index among the row's own
+            cache.own_k[layer, :, :, t:t + 1], cache.own_v[layer, :, :, t:t + 1] = k, v
             y = shared_prompt_attention(q, cache.k[layer, :, :, :P], cache.v[layer, :, :, :P],
                                         cache.own_k[layer, :, :, :t + 1], cache.own_v[layer, :, :, :t + 1])
         else:

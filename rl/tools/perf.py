@@ -588,8 +588,8 @@ def sweep_table(rows: list) -> str:
                       shared("sweep_step", "answers_per_second", "{:,.0f}"),
                       both("sweep_step", "answers_per_second", "{:,.0f}"), shares(prompts)])
     headers = ["prompts", "sampling tok/s eager fp32", "sampling tok/s graphs bf16", "the same, matmul attention",
-               "or prompts shared (prefix sharing)", "update s fp32", "update s bf16", "the same, matmul attention", "and compiled",
-               "or graphed (rl_cuda_graphs)", "or prefix sharing", "prefix sharing, compiled",
+               "or prompts shared (prefix sharing)", "update s fp32", "update s bf16", "the same, matmul attention",
+               "and compiled", "or graphed (rl_cuda_graphs)", "or prefix sharing", "prefix sharing, compiled",
                "bare fwd+bwd+AdamW s fp32 / bf16",
                "step answers/s (auto)", "the same, matmul attention", "and compiled", "or graphed",
                "or prefix sharing", "prefix sharing, compiled", "step shares rollout / reward / update / other (auto)"]
