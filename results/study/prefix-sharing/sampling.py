@@ -12,15 +12,11 @@ the tokens the two drew alike, with the machine; --out adds it to that file's ro
 """
 
 import argparse
-import json
-import os
-import statistics
-import time
 
 import numpy as np
 import torch
 
-from rl.tools import results
+import paired
 from rl.tools.perf import build_trainer
 
 
@@ -39,24 +35,11 @@ def main():
         generator=torch.Generator().manual_seed(0), num_samples=c.rl_rollout_size, with_stats=True,
         with_nonfinite=True, share_prompts=share)
     tokens = {share: sample(share)[0] for share in (False, True)}  # untimed: first-call allocations
-    seconds = {False: [], True: []}
-    for i in range(a.pairs):
-        for share in ((False, True) if i % 2 == 0 else (True, False)):
-            t0 = time.perf_counter()
-            sample(share)
-            seconds[share].append(time.perf_counter() - t0)
-    ratios = [s / p for s, p in zip(seconds[True], seconds[False])]
+    seconds = paired.alternate(sample, a.pairs)
     row = dict(config=a.config, prompts=a.prompts, rl_rollout_size=c.rl_rollout_size, prompt_len=env.prompt_len,
-               answer_len=env.answer_len, pairs=a.pairs, seconds_plain=statistics.median(seconds[False]),
-               seconds_shared=statistics.median(seconds[True]), ratio_median=statistics.median(ratios),
-               ratio_min=min(ratios), ratio_max=max(ratios),
-               same_tokens=(tokens[False] == tokens[True]).float().mean().item(), **results.machine())
-    print(json.dumps(row), flush=True)
-    if a.out:
-        rec = json.load(open(a.out)) if os.path.exists(a.out) else {"tool": "prefix-sharing-sampling", "rows": []}
-        rec["rows"].append(row)
-        results.save(rec, a.out)
-
+               answer_len=env.answer_len, pairs=a.pairs, **paired.summary(seconds),
+               same_tokens=(tokens[False] == tokens[True]).float().mean().item())
+    paired.emit(row, a.out, "prefix-sharing-sampling")
 
 if __name__ == "__main__":
     main()

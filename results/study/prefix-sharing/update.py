@@ -12,20 +12,12 @@ that file's rows.
 """
 
 import argparse
-import json
-import statistics
-import time
-
-import os
 from dataclasses import fields
 
-import torch
-
+import paired
 from configs import get_config_class
 from configs.cli import parse_value
 from configs.fields import field_type
-
-from rl.tools import results
 from rl.tools.perf import build_trainer, fixed_update
 
 
@@ -57,25 +49,14 @@ def main():
         updates[flag]()  # untimed: first-call allocations (and its forwards' tokens counted)
         hook.remove()
     assert rows[False] == rows[True]  # the same batch
-    seconds = {False: [], True: []}
-    for i in range(a.pairs):
-        for flag in ((False, True) if i % 2 == 0 else (True, False)):
-            t0 = time.perf_counter()
-            updates[flag]()
-            seconds[flag].append(time.perf_counter() - t0)
-    ratios = [s / p for s, p in zip(seconds[True], seconds[False])]
+    seconds = paired.alternate(lambda flag: updates[flag](), a.pairs)
     c = trainer.config
     row = dict(
         config=a.config, set=overrides, rows=rows[True], ppo_minibatches=c.ppo_minibatches, rl_ga_steps=c.rl_ga_steps,
         prompt_len=trainer.env.prompt_len, answer_len=trainer.env.answer_len, rl_rollout_size=c.rl_rollout_size,
-        tokens_plain=sum(tokens[False]), tokens_shared=sum(tokens[True]), pairs=a.pairs,
-        seconds_plain=statistics.median(seconds[False]), seconds_shared=statistics.median(seconds[True]),
-        ratio_median=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios), **results.machine())
-    print(json.dumps(row), flush=True)
-    if a.out:
-        rec = json.load(open(a.out)) if os.path.exists(a.out) else {"tool": "prefix-sharing-update", "rows": []}
-        rec["rows"].append(row)
-        results.save(rec, a.out)
+        tokens_plain=sum(tokens[False]), tokens_shared=sum(tokens[True]), pairs=a.pairs, **paired.summary(seconds))
+    paired.emit(row, a.out, "prefix-sharing-update")
+
 
 if __name__ == "__main__":
     main()
