@@ -68,7 +68,7 @@ def test_shared_prompt_attention_is_attention_over_a_copied_cache():
 
 @pytest.mark.parametrize("settings", [{}, dict(logn_attention=4), dict(bf16=True), dict(pos=True)],
                          ids=["plain", "logn", "bf16-autocast", "position-ids"])
-def test_a_decode_that_shares_each_prompts_cache_samples_what_copies_sample(settings):
+def test_a_decode_that_shares_each_prompts_cache_samples_what_copies_sample(settings, monkeypatch):
     """generate(share_prompts=True): the same tokens from the same generator, greedy and sampled, and log-probs and
     entropies to float rounding, where each prompt's G rows read one copy of its cache; the cache holds the prompts
     once. A window's mask reads every row's ids: there it copies, and so is exactly the plain decode."""
@@ -92,11 +92,9 @@ def test_a_decode_that_shares_each_prompts_cache_samples_what_copies_sample(sett
             assert torch.allclose(plain, shared, atol=tolerance)
     seen = []
     real = KVCache.share_prompts
-    KVCache.share_prompts = lambda self, n, m: seen.append((self.k.shape, n, m)) or real(self, n, m)
-    try:
-        model.generate(prompts, 5, num_samples=4, greedy=True, share_prompts=True)
-    finally:
-        KVCache.share_prompts = real
+    monkeypatch.setattr(KVCache, "share_prompts", lambda self, n, m: seen.append((self.k.shape, n, m))
+                        or real(self, n, m))
+    model.generate(prompts, 5, num_samples=4, greedy=True, share_prompts=True)
     assert seen == [((2, 6, 4, 7, 8), 4, 5)]  # (n_layer, B prompts, n_head, P, head_dim): one copy of each prompt
 
 
