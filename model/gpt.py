@@ -170,9 +170,10 @@ class ModelSettings:
     """on one CUDA device, replay each warm-start step (forward, backward, clipping, AdamW) as one captured CUDA graph
     (no dropout, one width): eager steps are launch-bound, 17-25 ms on an H200 with their checks; not yet measured"""
     compile: bool = False
-    """torch.compile every full pass (the update's, the warm start's, log-probs') and prefix_sharing's grouped pass,
-    fusing the casts and elementwise kernels that bound a small model's update on a GPU, after compiling once (20 s
-    for a test model on a 2-core CPU; decoding keeps its CUDA graphs)"""
+    """torch.compile every full pass (the update's, the warm start's, log-probs'), prefix_sharing's grouped pass and
+    generate's cached passes (inside its CUDA graph), fusing the casts and elementwise kernels that bound a small
+    model's update and decode on a GPU, after compiling once (20-50 s for a test model on a 2-core CPU; the decode's
+    not yet measured on a GPU)"""
 
     def model_args(self) -> dict:
         """GPTConfig's arguments: what a snapshot stores of the model."""
@@ -440,8 +441,9 @@ class CausalSelfAttention(nn.Module):
             # A prefill from an empty cache is an ordinary causal pass; a later single token may
             # attend to everything already cached, so it needs no mask at all (but a window's, when set).
             assert start == 0 or T == 1, "the cache takes a prompt, then one token at a time"
-            y = attention(q, k, v, is_causal=(mask is None and start == 0 and T > 1), matmul=self.matmul_attention,
-                          mask=mask)
+            # (a branch, not a bool passed on: under torch.compile start and T are symbolic, and SDPA takes a bool)
+            causal = True if mask is None and start == 0 and T > 1 else False
+            y = attention(q, k, v, is_causal=causal, matmul=self.matmul_attention, mask=mask)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
@@ -523,8 +525,11 @@ class GPT(nn.Module):
         """How this model runs (module docstring): autocast_dtype None (fp32) or torch.bfloat16;
         cuda_graphs: replay generate's decode as CUDA graphs on CUDA; matmul_attention: attention in plain
         matmuls (`matmul_attention`) instead of F.scaled_dot_product_attention; compile: every full pass (no
-        cache) and grouped pass through torch.compile, one graph each for any batch size (and number of prompts).
-        Forgets any captured or compiled graph."""
+        cache) and grouped pass through torch.compile, one graph each for any batch size (and number of prompts),
+        and every cached pass (generate's prefill and its decoded tokens, captured inside its CUDA graph on CUDA)
+        through a third: one graph for a prefill and one for a decoded token at any position (and with a shared
+        cache one more, for its first own token, which torch.compile specializes as a read of one key). Forgets any
+        captured or compiled graph."""
         self.autocast_dtype, self.cuda_graphs, self.matmul_attention = autocast_dtype, cuda_graphs, matmul_attention
         for block in self.blocks:
             block.attn.matmul_attention = matmul_attention
@@ -532,9 +537,11 @@ class GPT(nn.Module):
         self.graph_captures = 0  # decodes captured so far (a capture costs an eager run and the capture itself)
         self._compiled = torch.compile(self._full_pass, dynamic=True) if compile else None
         self._compiled_grouped = torch.compile(self._grouped_layers, dynamic=True) if compile else None
+        # (a function of its own: torch.compile keeps its graphs, and its limit of them, per function)
+        self._compiled_cached = torch.compile(self._cached_pass, dynamic=True) if compile else None
 
     def __getstate__(self):  # a copy (the frozen reference) or a pickle carries no captured or compiled graph
-        return {**self.__dict__, "_graphs": {}, "_compiled": None, "_compiled_grouped": None}
+        return {**self.__dict__, "_graphs": {}, "_compiled": None, "_compiled_grouped": None, "_compiled_cached": None}
 
     def autocast(self):
         """The context every forward runs in: bf16 autocast when configured, else nothing. The autocast
@@ -564,15 +571,26 @@ class GPT(nn.Module):
         token on come back, (B, T - P + 1, V): those of a full pass's [:, P - 1:], to float rounding."""
         if groups is not None:
             return self._grouped_pass(idx, pos, groups, check_pos, head=True)
-        if cache is None and self._compiled is not None:
-            if pos is not None and check_pos:  # read on the host, so checked here rather than in the compiled pass
-                check_positions(idx, pos, self.config.n_position, values=True)
-            return self._compiled(idx, pos)
+        compiled = self._compiled if cache is None else self._compiled_cached
+        if compiled is not None:
+            if pos is not None:  # read on the host, so checked here rather than in the compiled pass
+                check_positions(idx, pos, self.config.n_position, values=check_pos and (cache is None or not cache.pos))
+            if cache is None:
+                return compiled(idx, pos)
+            # (prompts sliced from a larger batch are a view, whose base torch.compile guards too: a copy of them
+            # compiles nothing new)
+            return compiled(idx.clone() if not cache.pos and idx._base is not None else idx, pos, cache)
         return self._full_pass(idx, pos, cache, check_pos)
 
     def _full_pass(self, idx, pos=None, cache: KVCache = None, check_pos: bool = False):
         with self.autocast():  # (one context for the trunk and the head: hidden's would be a second)
             return self.lm_head(self._hidden(idx, cache, pos, check_pos))
+
+    def _cached_pass(self, idx, pos, cache: KVCache):
+        """A pass that reads and fills `cache` (checked): what `compile` compiles for generate. The cache's arrays are
+        the graph's inputs, written in place; its position, an int, is symbolic (one graph for every position), and
+        torch.compile replays its increment after the graph."""
+        return self._full_pass(idx, pos, cache, False)
 
     def _grouped_pass(self, idx, pos, groups: PromptGroups, check_pos: bool, head: bool):
         """forward with groups: the U distinct prompts and the N rows' continuations go through every block as one

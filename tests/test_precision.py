@@ -308,7 +308,7 @@ def test_a_compiled_model_gives_eager_logits_and_gradients_for_any_batch_in_one_
     reference) runs eagerly, and position ids are still checked on the host before the compiled pass."""
     from torch._dynamo.utils import counters
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=14, n_position=16, n_layer=2, n_head=4, n_embed=32))
+    model = GPT(GPTConfig(vocab_size=14, n_position=16, n_layer=1, n_head=4, n_embed=32))
     idx = torch.randint(0, 14, (6, 12))
     eager = model(idx)
     eager.square().mean().backward()
@@ -338,7 +338,7 @@ def test_a_compiled_grouped_pass_gives_eager_logits_and_gradients_for_any_groups
     from torch._dynamo.utils import counters
     from model.gpt import PromptGroups
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=14, n_position=16, n_layer=2, n_head=4, n_embed=32)).eval()
+    model = GPT(GPTConfig(vocab_size=14, n_position=16, n_layer=1, n_head=4, n_embed=32)).eval()
     P, G = 5, 3
     idx = torch.randint(0, 14, (12, 11))  # (no two sizes alike: torch.compile would take them to be equal)
     idx[:, :P] = idx[::G, :P].repeat_interleave(G, dim=0)  # rows i*G ... i*G+G-1 share a prompt
@@ -365,6 +365,35 @@ def test_a_compiled_grouped_pass_gives_eager_logits_and_gradients_for_any_groups
     with pytest.raises(ValueError, match=r"^position ids 16\.\.16 outside the 16 embeddings \(n_position=16\)$"):
         model(idx, pos=torch.full_like(idx, 16), groups=batches[0][1])
 
+def test_a_compiled_decode_draws_the_eager_tokens_through_one_graph_per_cache_layout(monkeypatch):
+    """compile=True compiles generate's cached passes too: the plain decode and prefix_sharing's (one copy of each
+    prompt's cache) draw eager's tokens, log-probs and entropies from the same generator state, through one graph
+    for the prefill and one for a decoded token at every position (a shared cache: its prefill, its first own token
+    and the rest), whatever the batch size. Traced with torch.compile's aot_eager backend: dynamo's graphs and AOT
+    autograd's functionalization of the cache's in-place writes, run by eager kernels (inductor's C++ kernels took
+    31-47 s to build on 2 CPU cores, a cold cache); the CUDA test below runs inductor's."""
+    import functools
+    from torch._dynamo.utils import counters
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=14, n_position=32, n_layer=1, n_head=2, n_embed=16)).eval()
+    prompts = torch.randint(0, 10, (5, 6))  # (no two sizes alike: torch.compile would take them to be equal)
+    for share, graphs in ((False, 2), (True, 3)):
+        sample = lambda rows: model.generate(prompts[:rows], 7, num_samples=4, with_stats=True, share_prompts=share,
+                                             generator=torch.Generator().manual_seed(1))
+        model.configure_runtime()
+        eager = [sample(5), sample(3)]
+        model.configure_runtime(compile=True)
+        torch._dynamo.reset()
+        counters.clear()
+        for rows, (tokens, logps, entropy) in zip((5, 3), eager):
+            compiled = sample(rows)
+            assert torch.equal(compiled[0], tokens) and tokens.unique().numel() > 3  # (sampled: several tokens)
+            assert torch.allclose(compiled[1], logps, atol=1e-6) and torch.allclose(compiled[2], entropy, atol=1e-6)
+        assert counters["stats"]["unique_graphs"] == graphs  # ...5 and 3 prompts, 7 positions, through these graphs
+    assert __import__("copy").deepcopy(model)._compiled_cached is None
+
+
 def test_the_compile_setting_reaches_the_model():
     assert make_trainer(compile=True).model._compiled is not None
     assert make_trainer().model._compiled is None  # off by default: the presets' curves are untouched
@@ -378,6 +407,25 @@ def test_compiled_bf16_logits_match_eager_on_cuda():
     model.configure_runtime(autocast_dtype=torch.bfloat16, matmul_attention=True, compile=True)
     # bf16 rounding (8 bits of mantissa) on logits of order 1; fused kernels round in other places
     assert (model(idx).float() - eager).abs().max() < 5e-2
+
+
+@cuda
+@pytest.mark.parametrize("share", [False, True])
+def test_a_compiled_decode_replays_in_its_graph_the_tokens_it_draws_eagerly(share):
+    """On CUDA, compile=True's cached passes (inductor's kernels) are captured inside generate's decode graph: the
+    replay draws the compiled eager loop's tokens and log-probs from the same generator state, and where a row drew
+    what the uncompiled decode drew, its bf16 log-probs are that decode's to bf16 rounding."""
+    prompts = torch.randint(0, 12, (64, 8), device="cuda")
+    runs = []
+    for graphs, compile in ((False, False), (False, True), (True, True)):
+        model = cuda_model(autocast_dtype=torch.bfloat16, cuda_graphs=graphs, matmul_attention=True, compile=compile)
+        runs.append(model.generate(prompts, 6, num_samples=4, with_stats=True, share_prompts=share,
+                                   generator=torch.Generator("cuda").manual_seed(3)))
+    (eager, eager_logps, _), (tokens, logps, entropy), (replayed, replayed_logps, replayed_entropy) = runs
+    assert torch.equal(replayed, tokens) and torch.equal(replayed_logps, logps)
+    assert torch.equal(replayed_entropy, entropy)
+    same = (eager == tokens).all(dim=1)  # (a token drawn otherwise where two nearly tie changes the row after it)
+    assert same.float().mean() > 0.5 and (logps - eager_logps)[same].abs().max() < 5e-2
 
 
 # ---- the warm start's steps as one CUDA graph (--sft_cuda_graphs=true) ---------------------------------

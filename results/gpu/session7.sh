@@ -1,14 +1,15 @@
 #!/bin/bash
 # Prepared for the next device check of issue 33 (not yet run), in order of what the targets need: the CUDA tests
-# (compile, the graphed warm-start step and a run with it, and RL's graphed optimizer steps are new since the last
-# check); with Python's bytecode cached (as results/gpu/session6.sh caches it) and --sft_cuda_graphs=true, the
+# (compile, the compiled decode replayed in its graph, the graphed warm-start step and a run with it, and RL's graphed
+# optimizer steps are new since the last check); with Python's bytecode cached (as results/gpu/session6.sh caches it) and --sft_cuda_graphs=true, the
 # adder (its query and key weights 4 times larger at the start, its warm start to 0.97, then to 0.99), the multiplier
 # and 3-digit multiplication (its warm start to 0.97) at 256 prompts a step (chosen on validation on the CPU: results/study/gpu-recipe-on-cpu/,
 # results/study/stopping-rule/), on seeds 1337, 0 and 1; on validation (seed 0), the adder with --rl_cuda_graphs, then
 # with --prefix_sharing; the RL step's reads of the device before and after and with
 # RL's optimizer steps graphed (session7_probe.py, at 64 prompts, then at 256; the tree before, e5829fa, carried as
 # .old_tree: mkdir .old_tree && git archive e5829fa rl model configs | tar -x -C .old_tree); then the sweep (with
-# --rl_cuda_graphs and --prefix_sharing rows, the latter eager and compiled).
+# --rl_cuda_graphs and --prefix_sharing rows, the latter eager and compiled, and sampling with the decode's cached passes
+# compiled inside its graph, with and without --prefix_sharing).
 #   bash results/gpu/session7.sh          # about 10 minutes on an H200 (run it with timeout_s=590: the sweep last, what
 #                                         # the limit cuts; every stage before it is saved as it ends)
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
@@ -79,8 +80,9 @@ done; done
 for t in new graphed; do timeout 60 python3 results/gpu/session7_probe.py $t 256 >> $W/reads.jsonl 2>> $W/reads.log; done
 cut -c1-200 $W/reads.jsonl; save
 # the sweep at 4,096 prompts again: now with the compile's seconds (first_call_seconds, warmup_seconds) and rows with
-# --rl_cuda_graphs, --prefix_sharing (sampling, the update, a step), and both --prefix_sharing and --compile (the
-# grouped pass compiled; its rows come last, after the other rows of their kind: what the limit cuts first)
+# --rl_cuda_graphs, --prefix_sharing (sampling, the update, a step), sampling with the decode's cached passes compiled
+# (inside its graph; first_call_seconds has the compile), and both --prefix_sharing and --compile (the grouped pass
+# and the decode compiled; its rows come last, after the other rows of their kind: what the limit cuts first)
 timeout 240 python3 -m rl.tools.perf --device cuda --sizes 4096 --reps 5 --budget 2 \
   --out results/$G/perf-AdderRLConfig-compile-time.json > $W/perf.jsonl 2>&1; tail -4 $W/perf.jsonl | cut -c1-300
 save; ls -la $W $OUT

@@ -37,7 +37,9 @@ config's rl_rollout_size answers a prompt), one JSON line a row, one record in -
   sweep_sampling          generate alone (with_stats, with_nonfinite, as the rollout calls it): eager and
                           CUDA-graphed (CUDA only) x fp32 and bf16 autocast; and with each prompt's cache one copy
                           for its answers (prefix_sharing: graphs, bf16 and matmul attention on CUDA, fp32 on the
-                          CPU); tokens and answers per second
+                          CPU); on CUDA with its cached passes compiled (--compile=true: inside the graph), with and
+                          without prefix_sharing; tokens and answers per second, first_call_seconds: its first call
+                          alone (the capture, and the compile where compiled)
   sweep_update            the step's update alone on a fixed sampled batch (as `fixed_update`), fp32 and bf16;
                           on CUDA also bf16 with matmul attention compiled (--compile=true: torch.compile);
                           with each prompt read once for its answers (prefix_sharing: bf16 and matmul
@@ -374,21 +376,24 @@ class Sweep:
 
 
 def sweep_sampling(s: Sweep, trainer: MathRLTrainer, precision: str, graphs: bool, matmul: bool = False,
-                   prefix_sharing: bool = False) -> dict:
+                   prefix_sharing: bool = False, compile: bool = False) -> dict:
     """generate alone, as the rollout calls it, on B fixed prompts with G answers each; prefix_sharing: each
-    prompt's cache one copy for its G rows (model/gpt.py KVCache.share_prompts, as the setting samples)."""
+    prompt's cache one copy for its G rows (model/gpt.py KVCache.share_prompts, as the setting samples); compile:
+    its cached passes through torch.compile (inside the graph, with graphs); first_call_seconds: the first call alone
+    (the compile and the capture)."""
     env, c, model = trainer.env, trainer.config, trainer.model.eval()
-    s.runtime(model, precision, graphs, matmul)
+    s.runtime(model, precision, graphs, matmul, compile)
     prompts, _ = env.encode(*env.sample_operands(c.rl_batch_size, np.random.default_rng(0)))
     prompts = prompts.to(s.device)
     g = torch.Generator(device=s.device).manual_seed(0)
     run = lambda: model.generate(prompts, env.answer_len, temperature=c.rl_temperature, end_token=env.end_token,
                                  pad_token=env.pad_token, generator=g, num_samples=c.rl_rollout_size,
                                  with_stats=True, with_nonfinite=True, share_prompts=prefix_sharing)
-    seconds = s.timed(run)  # (the first warm-up call captures the graph)
+    first = timed(run, 1, 0, device=s.device)  # (captures the graph; compiles first, when compiled)
+    seconds = s.timed(run)
     answers = c.rl_batch_size * c.rl_rollout_size
-    return dict(seconds=seconds, answers=answers, tokens_per_second=answers * env.answer_len / seconds,
-                answers_per_second=answers / seconds)
+    return dict(seconds=seconds, first_call_seconds=first, answers=answers,
+                tokens_per_second=answers * env.answer_len / seconds, answers_per_second=answers / seconds)
 
 
 def sweep_update(s: Sweep, trainer: MathRLTrainer, precision: str, matmul: bool = False, compile: bool = False,
@@ -510,6 +515,11 @@ def sweep_size(s: Sweep, prompts: int):
           prefix_sharing=True)
     s.row("sweep_update", prompts, lambda: sweep_update(s, trainer, fast["precision"], matmul=s.cuda,
                                                         prefix_sharing=True), **fast, prefix_sharing=True)
+    if s.cuda:  # the decode's cached passes compiled (inside its graph), with and without prefix sharing
+        for sharing in (False, True):
+            s.row("sweep_sampling", prompts, lambda: sweep_sampling(s, trainer, "bf16", True, matmul=True,
+                                                                    prefix_sharing=sharing, compile=True),
+                  precision="bf16", graphs=True, matmul_attention=True, prefix_sharing=sharing, compile=True)
     if s.cuda:  # and the grouped pass compiled
         s.row("sweep_update", prompts, lambda: sweep_update(s, trainer, "bf16", matmul=True, compile=True,
                                                             prefix_sharing=True), **fast, compile=True,
@@ -575,7 +585,10 @@ def sweep_table(rows: list) -> str:
         both = lambda metric, key, fmt: cell(metric, prompts, key, fmt, prefix_sharing=True, compile=True)
         lines.append([prompts, tok("fp32", False), tok("bf16", True),
                       matmul("sweep_sampling", "tokens_per_second", "{:,.0f}"),
-                      shared("sweep_sampling", "tokens_per_second", "{:,.0f}"), sec("sweep_update", "fp32"),
+                      shared("sweep_sampling", "tokens_per_second", "{:,.0f}"),
+                      cell("sweep_sampling", prompts, "tokens_per_second", "{:,.0f}", compile=True,
+                           prefix_sharing=False),
+                      both("sweep_sampling", "tokens_per_second", "{:,.0f}"), sec("sweep_update", "fp32"),
                       sec("sweep_update", "bf16"), matmul("sweep_update", "seconds", "{:.4f}"),
                       compiled("sweep_update", "seconds", "{:.4f}"), graphed("sweep_update", "seconds", "{:.4f}"),
                       shared("sweep_update", "seconds", "{:.4f}"), both("sweep_update", "seconds", "{:.4f}"),
@@ -588,7 +601,8 @@ def sweep_table(rows: list) -> str:
                       shared("sweep_step", "answers_per_second", "{:,.0f}"),
                       both("sweep_step", "answers_per_second", "{:,.0f}"), shares(prompts)])
     headers = ["prompts", "sampling tok/s eager fp32", "sampling tok/s graphs bf16", "the same, matmul attention",
-               "or prompts shared (prefix sharing)", "update s fp32", "update s bf16", "the same, matmul attention",
+               "or prompts shared (prefix sharing)", "matmul attention, compiled decode",
+               "prefix sharing, compiled decode", "update s fp32", "update s bf16", "the same, matmul attention",
                "and compiled", "or graphed (rl_cuda_graphs)", "or prefix sharing", "prefix sharing, compiled",
                "bare fwd+bwd+AdamW s fp32 / bf16",
                "step answers/s (auto)", "the same, matmul attention", "and compiled", "or graphed",
