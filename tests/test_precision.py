@@ -410,22 +410,25 @@ def test_compiled_bf16_logits_match_eager_on_cuda():
 
 
 @cuda
-@pytest.mark.parametrize("share", [False, True])
-def test_a_compiled_decode_replays_in_its_graph_the_tokens_it_draws_eagerly(share):
+def test_a_compiled_decode_replays_in_its_graph_the_tokens_it_draws_eagerly():
     """On CUDA, compile=True's cached passes (inductor's kernels) are captured inside generate's decode graph: the
     replay draws the compiled eager loop's tokens and log-probs from the same generator state, and where a row drew
-    what the uncompiled decode drew, its bf16 log-probs are that decode's to bf16 rounding."""
+    what the uncompiled decode drew, its bf16 log-probs are that decode's to bf16 rounding; plain and with prefix
+    sharing. (One model throughout: torch.compile's graphs are kept for it, compiled once.)"""
     prompts = torch.randint(0, 12, (64, 8), device="cuda")
-    runs = []
-    for graphs, compile in ((False, False), (False, True), (True, True)):
-        model = cuda_model(autocast_dtype=torch.bfloat16, cuda_graphs=graphs, matmul_attention=True, compile=compile)
-        runs.append(model.generate(prompts, 6, num_samples=4, with_stats=True, share_prompts=share,
-                                   generator=torch.Generator("cuda").manual_seed(3)))
-    (eager, eager_logps, _), (tokens, logps, entropy), (replayed, replayed_logps, replayed_entropy) = runs
-    assert torch.equal(replayed, tokens) and torch.equal(replayed_logps, logps)
-    assert torch.equal(replayed_entropy, entropy)
-    same = (eager == tokens).all(dim=1)  # (a token drawn otherwise where two nearly tie changes the row after it)
-    assert same.float().mean() > 0.5 and (logps - eager_logps)[same].abs().max() < 5e-2
+    model = cuda_model()
+    for share in (False, True):
+        runs = []
+        for graphs, compile in ((False, False), (False, True), (True, True)):
+            model.configure_runtime(autocast_dtype=torch.bfloat16, cuda_graphs=graphs, matmul_attention=True,
+                                    compile=compile)
+            runs.append(model.generate(prompts, 6, num_samples=4, with_stats=True, share_prompts=share,
+                                       generator=torch.Generator("cuda").manual_seed(3)))
+        (eager, eager_logps, _), (tokens, logps, entropy), (replayed, replayed_logps, replayed_entropy) = runs
+        assert torch.equal(replayed, tokens) and torch.equal(replayed_logps, logps), share
+        assert torch.equal(replayed_entropy, entropy), share
+        same = (eager == tokens).all(dim=1)  # (a token drawn otherwise where two nearly tie changes the row after it)
+        assert same.float().mean() > 0.5 and (logps - eager_logps)[same].abs().max() < 5e-2, share
 
 
 # ---- the warm start's steps as one CUDA graph (--sft_cuda_graphs=true) ---------------------------------
