@@ -52,6 +52,9 @@ A new operation is one function (see configs/ and docs/tasks.md "Adding an arith
 
 Its steps, if it has any, are a second function passed as `steps=`: (a, b, ndigit) -> a list of
 (separator, value, width), written in order before the final "=" (see `long_multiplication`).
+`vectorized=True` says both also take int64 arrays and work elementwise, as + - * // % do on numpy's arrays
+(no max, no str, no `x += y` that would change an array in place): encode then calls them once a batch, not
+once a problem (the built-in operations: 4,096 worked multiplications took 17 ms one by one on a 2-core CPU).
 
 TaskSettings: the task's settings as a run sets them, each with its reason (MathEnvironment checks them).
 """
@@ -82,21 +85,23 @@ class Operation:
     answer_digits: Callable[[int], int]  # answer width for ndigit-digit operands
     ordered: bool = False  # pose only a >= b (subtraction: keeps results non-negative)
     steps: Optional[Callable[[int, int, int], list]] = None  # (a, b, ndigit) -> [(separator, value, width)]
+    vectorized: bool = False  # fn and steps take int64 arrays too, elementwise: encode calls them once a batch
 
 
 OPERATIONS: dict = {}
 
 
 def operation(name: str, symbol: str, answer_digits: Callable[[int], int], ordered: bool = False,
-              steps: Optional[Callable[[int, int, int], list]] = None):
+              steps: Optional[Callable[[int, int, int], list]] = None, vectorized: bool = False):
     """Register fn(a, b) -> int as the task `name`, written with the one-character `symbol`;
-    `steps` writes its work for show_work=True (see `long_multiplication`)."""
+    `steps` writes its work for show_work=True (see `long_multiplication`); vectorized: fn and steps also take
+    int64 arrays (module docstring)."""
     if len(symbol) != 1 or symbol in DIGITS + EQUALS + END + PAD:
         raise ValueError(f"operation symbol must be one character other than digits and '{EQUALS}{END}{PAD}', "
                          f"got {symbol!r}")
 
     def register(fn):
-        OPERATIONS[name] = Operation(name, symbol, fn, answer_digits, ordered, steps)
+        OPERATIONS[name] = Operation(name, symbol, fn, answer_digits, ordered, steps, vectorized)
         return fn
     return register
 
@@ -104,21 +109,23 @@ def operation(name: str, symbol: str, answer_digits: Callable[[int], int], order
 def long_multiplication(a: int, b: int, ndigit: int) -> list:
     """The school method's steps for a * b: the partial product a * b_i * 10^i for each digit b_i of
     b (lowest first, n + 1 + i digits wide), each added to the running sum, which is written after
-    every addition but the last. 12*34 -> [("", 48, 3), ("+", 360, 4)]; the answer then follows."""
+    every addition but the last. 12*34 -> [("", 48, 3), ("+", 360, 4)]; the answer then follows. a, b: ints, or
+    int64 arrays (B,) (vectorized: every value then (B,))."""
     n = ndigit
     parts = [a * (b // 10 ** i % 10) * 10 ** i for i in range(n)]
     steps, total = [("", parts[0], n + 1)], parts[0]
     for i in range(1, n):
-        total += parts[i]
+        total = total + parts[i]  # (not +=: on an array that would change parts[0], already a step, in place)
         steps.append(("+", parts[i], n + 1 + i))
         if i < n - 1:
             steps.append((EQUALS, total, n + 1 + i))
     return steps
 
 
-operation("adder", "+", answer_digits=lambda n: n + 1)(_operator.add)
-operation("subtractor", "-", answer_digits=lambda n: n, ordered=True)(_operator.sub)
-operation("multiplier", "*", answer_digits=lambda n: 2 * n, steps=long_multiplication)(_operator.mul)
+# (ndigit <= 9: every result and step fits in int64, so an array's values are the ints' exactly)
+operation("adder", "+", answer_digits=lambda n: n + 1, vectorized=True)(_operator.add)
+operation("subtractor", "-", answer_digits=lambda n: n, ordered=True, vectorized=True)(_operator.sub)
+operation("multiplier", "*", answer_digits=lambda n: 2 * n, steps=long_multiplication, vectorized=True)(_operator.mul)
 
 
 def _splitmix64(x: np.ndarray) -> np.ndarray:
@@ -312,15 +319,29 @@ class MathEnvironment:
         prompt = [self._digits(a, n), *fmt, self._digits(b, n), *([column(EQUALS)] if self.use_format else [])]
         answer = []
         if self.show_work:
-            steps = [self.op.steps(int(x), int(y), n) for x, y in zip(a, b)]
-            for k, (sep, width) in enumerate(self.layout):
+            for (sep, width), values in zip(self.layout, self._step_values(a, b)):
                 answer += [column(sep)] if sep else []
-                answer.append(self._number(np.array([s[k][1] for s in steps], dtype=np.int64), width, "a step"))
+                answer.append(self._number(values, width, "a step"))
             answer.append(column(EQUALS))
-        results = np.array([self.op.fn(int(x), int(y)) for x, y in zip(a, b)], dtype=np.int64)
+        results = self._apply(self.op.fn, a, b)
         answer += [self._number(results, self.answer_digits, "a result"), column(END)]
         return (torch.from_numpy(np.concatenate(prompt, axis=1)),
                 torch.from_numpy(np.ascontiguousarray(np.concatenate(answer, axis=1))))
+
+    def _apply(self, fn, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """fn(a, b) of every pair (B,) -> (B,) int64: one call on the arrays for a vectorized operation, else one
+        a pair, on Python's ints."""
+        if self.op.vectorized:
+            return np.broadcast_to(np.asarray(fn(a, b), dtype=np.int64), a.shape)
+        return np.array([fn(int(x), int(y)) for x, y in zip(a, b)], dtype=np.int64)
+
+    def _step_values(self, a: np.ndarray, b: np.ndarray) -> list:
+        """The value of every step (the layout's order) of every pair: one (B,) int64 array a step."""
+        if self.op.vectorized:
+            steps = self.op.steps(a, b, self.ndigit)
+            return [np.broadcast_to(np.asarray(v, dtype=np.int64), a.shape) for _, v, _ in steps]
+        steps = [self.op.steps(int(x), int(y), self.ndigit) for x, y in zip(a, b)]
+        return [np.array([s[k][1] for s in steps], dtype=np.int64) for k in range(len(self.layout))]
 
     @staticmethod
     def _digits(x: np.ndarray, width: int) -> np.ndarray:

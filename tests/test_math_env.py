@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from rl.math_env import OPERATIONS, SPLITS, MathEnvironment, long_multiplication, operation, split_of
 
@@ -76,6 +77,33 @@ def test_decode_inverts_encode(task, ndigit, reverse, work):
     _, answers = env.encode(a, b)
     for x, y, tokens in zip(a, b, answers):
         assert env.decode_answer(tokens) == OPERATIONS[task].fn(int(x), int(y))
+
+
+@pytest.mark.parametrize("task,ndigit,work", [("adder", 1, False), ("adder", 9, False), ("subtractor", 9, False),
+                                              ("multiplier", 2, True), ("multiplier", 9, True),
+                                              ("multiplier", 9, False), ("multiplier_unshifted", 3, True)])
+def test_a_vectorized_operation_encodes_what_it_encodes_one_problem_at_a_time(monkeypatch, task, ndigit, work):
+    """The built-in operations (and rl/tools/formats.py's) compute their results and steps on whole arrays at once:
+    the tokens are those of the same functions called on each pair's Python ints, at the extremes too (every
+    digit 9: the largest steps and results, near int64's limit at 9 digits) and for an empty batch."""
+    import dataclasses
+    from rl import math_env
+    from rl.tools import formats
+    monkeypatch.setattr(math_env, "OPERATIONS", dict(OPERATIONS))  # (formats' task registered for this test only)
+    formats.register()
+    env = MathEnvironment(task, ndigit, show_work=work)
+    assert env.op.vectorized
+    top = 10 ** ndigit - 1
+    a, b = env.sample_operands(300, np.random.default_rng(0))
+    a, b = np.concatenate([a, [top, top, 0, top // 2]]), np.concatenate([b, [top, 0, 0, top]])
+    if env.op.ordered:
+        a, b = np.maximum(a, b), np.minimum(a, b)
+    vectorized = env.encode(a, b), env.encode(a[:0], b[:0])
+    monkeypatch.setattr(env, "op", dataclasses.replace(env.op, vectorized=False))
+    for (prompts, answers), (one_by_one, answers_one_by_one) in zip(vectorized, (env.encode(a, b),
+                                                                                 env.encode(a[:0], b[:0]))):
+        assert torch.equal(prompts, one_by_one) and torch.equal(answers, answers_one_by_one)
+    assert vectorized[1][1].shape == (0, env.answer_len) and len(set(map(tuple, vectorized[0][1].tolist()))) > 10
 
 
 def test_decode_rejects_malformed_answers():

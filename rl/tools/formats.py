@@ -15,7 +15,8 @@ layouts, for 12*34:
                                    product's digits sit one place off from the sum's
 
 The unshifted layout is registered here as its own operation through the same `@operation`
-registry a user adds one with. Prints one JSON line per evaluation, then a Markdown table. Each
+registry a user adds one with, when the tool runs (`register`; importing this module, as rl/tools/readme.py
+does, leaves the task list as it was). Prints one JSON line per evaluation, then a Markdown table. Each
 layout and seed is written to results/formats/ as it finishes, and one whose file exists is read
 back instead of trained again.
 """
@@ -40,20 +41,25 @@ from rl.warm_start import teacher_forced_step
 
 
 def unshifted_multiplication(a: int, b: int, ndigit: int) -> list:
-    """The school method without the shift's zeros: a * b_i in n + 1 digits, running sums in full."""
+    """The school method without the shift's zeros: a * b_i in n + 1 digits, running sums in full (a, b: ints or
+    int64 arrays, as long_multiplication's)."""
     n = ndigit
     parts = [a * (b // 10 ** i % 10) for i in range(n)]
     steps, total = [("", parts[0], n + 1)], parts[0]
     for i in range(1, n):
-        total += parts[i] * 10 ** i
+        total = total + parts[i] * 10 ** i  # (not +=: on an array that would change parts[0] in place)
         steps.append(("+", parts[i], n + 1))
         if i < n - 1:
             steps.append((EQUALS, total, n + 1 + i))
     return steps
 
 
-operation("multiplier_unshifted", "*", answer_digits=lambda n: 2 * n, steps=unshifted_multiplication)(
-    lambda a, b: a * b)
+def register():
+    """The unshifted layout's task, multiplier_unshifted, in the registry (again: the same task)."""
+    operation("multiplier_unshifted", "*", answer_digits=lambda n: 2 * n, steps=unshifted_multiplication,
+              vectorized=True)(lambda a, b: a * b)
+
+
 LAYOUTS = {"plain": dict(task="multiplier", show_work=False), "shifted": dict(task="multiplier", show_work=True),
            "unshifted": dict(task="multiplier_unshifted", show_work=True)}
 
@@ -131,6 +137,7 @@ def main():
     parser.add_argument("--weight_decay", type=float, default=0.1)
     parser.add_argument("--num_eval", type=int, default=1000)
     args = parser.parse_args()
+    register()
     records = [run_layout(layout, seed, args) for layout in args.layouts for seed in args.seeds]
     print(f"\nvalidation accuracy (training pairs' in brackets), median of seeds {args.seeds}, {args.ndigit}-digit, "
           f"batch {args.batch}, lr {args.lr}\n\n" + table(records))

@@ -105,7 +105,7 @@ def what_rl_adds() -> str:
 
 
 def formats_table(ndigit: int) -> str:
-    from rl.tools import formats  # registers its own operation: only when this block is drawn
+    from rl.tools import formats  # (only when this block is drawn: the tool's imports are a training script's)
     records = [r for r in results.load("formats") if r["key"]["ndigit"] == ndigit]
     return formats.table(records) if records else f"(no results yet: `python -m rl.tools.formats --ndigit {ndigit}`)"
 
