@@ -104,6 +104,42 @@ def test_replay_enters_leaves_and_drops_the_oldest_by_hand():
     assert list(r.buffer.items()) == [(t[3], 5 / 8), (t[4], 1 / 8), (t[2], 2 / 8)]
 
 
+def one_group_at_a_time(buffer: dict, keys, successes, G: int, capacity: int) -> list:
+    """The replay buffer's rule, written out a group after another with a dict's own operations."""
+    from collections import OrderedDict
+    buffer = OrderedDict(buffer)
+    for key, k in zip(keys, successes):
+        if k == G:
+            buffer.pop(key, None)
+        else:
+            buffer[key] = k / G  # a key already in keeps its place
+    while len(buffer) > capacity:
+        buffer.popitem(last=False)
+    return list(buffer.items())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_replay_observes_what_its_groups_one_after_another_would_leave(seed):
+    """observe leaves the buffer (keys, order, rates) of its rule written out plainly, over random steps with keys
+    that come several times in a step (solved, then not, then again), keys already in, and the oldest leaving at
+    capacity (results/study/vectorized-replay/ checks array operations against it the same way)."""
+    rng = np.random.default_rng(seed)
+    t = train_keys()[:40]  # few keys, many groups: repeats within a step and across steps
+    r = ReplaySampler(ENV, share=0.5, capacity=12)
+    expected, moved, full = [], 0, 0
+    for step in range(30):
+        keys, successes = rng.choice(t, size=rng.integers(1, 25)), rng.choice([0, 3, 8, 8], size=25)
+        successes = successes[:len(keys)]
+        expected = one_group_at_a_time(expected, keys.tolist(), successes.tolist(), 8, 12)
+        before = list(r.buffer)
+        r.observe(keys, successes, G=8)
+        assert list(r.buffer.items()) == expected, step
+        moved, full = moved + (before != list(r.buffer)[:len(before)]), full + (len(r.buffer) == 12)
+    assert moved > 10 and full > 5  # (the order changed often; the buffer was often at its capacity)
+    r.observe(NONE, NONE, G=8)  # no group: nothing changes
+    assert list(r.buffer.items()) == expected
+
+
 def test_replay_draws_its_share_from_the_buffer_and_the_rest_fresh():
     t = train_keys()
     r = ReplaySampler(ENV, share=0.5, capacity=10)
