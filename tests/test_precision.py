@@ -301,8 +301,18 @@ def test_matmul_attention_graphs_give_the_eager_tokens():
     assert torch.equal(*runs)
 
 
-# ---- torch.compile of the full passes (--compile=true) ------------------------------------------------
-def test_a_compiled_model_gives_eager_logits_and_gradients_for_any_batch_in_one_graph():
+# ---- torch.compile (--compile=true) ------------------------------------------------------------------
+# On the CPU these tests trace with torch.compile's aot_eager backend: dynamo's graphs, its guards and recompiles,
+# and AOT autograd's joint forward and backward with the in-place writes functionalized, what this code can get
+# wrong, run by eager kernels. Inductor's C++ kernels for them took 30-50 s each to build on 2 CPU cores from a
+# cold cache (a fresh machine's), most of the suite's margin; the CUDA tests below run inductor's own kernels.
+@pytest.fixture
+def aot_eager(monkeypatch):
+    import functools
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
+
+
+def test_a_compiled_model_gives_eager_logits_and_gradients_for_any_batch_in_one_graph(aot_eager):
     """compile=True sends every full pass through one torch.compile graph with dynamic shapes: the logits and
     gradients are eager's to float rounding, a second batch size compiles nothing new, a copy (the frozen
     reference) runs eagerly, and position ids are still checked on the host before the compiled pass."""
@@ -331,16 +341,12 @@ def test_a_compiled_model_gives_eager_logits_and_gradients_for_any_batch_in_one_
 
 
 
-def test_a_compiled_grouped_pass_gives_eager_logits_and_gradients_for_any_groups_in_one_graph(monkeypatch):
+def test_a_compiled_grouped_pass_gives_eager_logits_and_gradients_for_any_groups_in_one_graph(aot_eager):
     """compile=True compiles the grouped pass (prefix_sharing's) too: its logits and gradients are the eager grouped
     pass's to float rounding, other numbers of rows and of prompts compile nothing new, and the host's checks stay
-    before it. Traced with the aot_eager backend (dynamo's graph and AOT autograd's joint forward and backward, eager
-    kernels): inductor's C++ kernels for it took 34-49 s to build on 2 CPU cores from a cold cache, and the test above
-    runs inductor's on the CPU already."""
-    import functools
+    before it."""
     from torch._dynamo.utils import counters
     from model.gpt import PromptGroups
-    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=14, n_position=16, n_layer=1, n_head=4, n_embed=32)).eval()
     P, G = 5, 3
@@ -369,16 +375,12 @@ def test_a_compiled_grouped_pass_gives_eager_logits_and_gradients_for_any_groups
     with pytest.raises(ValueError, match=r"^position ids 16\.\.16 outside the 16 embeddings \(n_position=16\)$"):
         model(idx, pos=torch.full_like(idx, 16), groups=batches[0][1])
 
-def test_a_compiled_decode_draws_the_eager_tokens_through_one_graph_per_cache_layout(monkeypatch):
+def test_a_compiled_decode_draws_the_eager_tokens_through_one_graph_per_cache_layout(aot_eager):
     """compile=True compiles generate's cached passes too: the plain decode and prefix_sharing's (one copy of each
     prompt's cache) draw eager's tokens, log-probs and entropies from the same generator state, through one graph
     for the prefill and one for a decoded token at every position (a shared cache: its prefill, its first own token
-    and the rest), whatever the batch size. Traced with torch.compile's aot_eager backend: dynamo's graphs and AOT
-    autograd's functionalization of the cache's in-place writes, run by eager kernels (inductor's C++ kernels took
-    31-47 s to build on 2 CPU cores, a cold cache); the CUDA test below runs inductor's."""
-    import functools
+    and the rest), whatever the batch size; the cache's in-place writes functionalized."""
     from torch._dynamo.utils import counters
-    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=14, n_position=32, n_layer=1, n_head=2, n_embed=16)).eval()
     prompts = torch.randint(0, 10, (5, 6))  # (no two sizes alike: torch.compile would take them to be equal)

@@ -19,7 +19,7 @@ G=$(python3 -c "from rl.tools.results import gpu_folder; print(gpu_folder())")
 # everything comes back in one tarball (the device tool returns at most 8 files, none with "=" or "+" in its name)
 W=/tmp/session7; mkdir -p $W
 save() { tar czf $OUT/results.tgz results/$G $W 2>/dev/null; }
-# (not the CPU's compile tests: CI runs them, and inductor's CPU kernels take tens of seconds to build)
+# (not the CPU's compile tests, traced with the aot_eager backend: CI runs them)
 timeout 150 python3 -m pytest -q tests/test_precision.py tests/test_graphs.py -k "not in_one_graph and not per_cache_layout" \
   > $W/pytest.log 2>&1; tail -3 $W/pytest.log
 # the tests above filled most of the bytecode cache; one short run fills the rest (as session6.sh), its imports
