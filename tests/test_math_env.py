@@ -160,6 +160,30 @@ def test_eval_sets_are_fixed_whatever_the_seed_and_the_size(task, ndigit):
         assert np.array_equal(small[0], first[0][:300]) and np.array_equal(small[1], first[1][:300])
 
 
+def test_the_operand_space_is_enumerated_once_a_process_and_each_set_is_what_its_rule_gives(monkeypatch):
+    """eval_operands and split_size read one enumeration of the operand space and its splits, made once a process
+    (the adder's 2-digit space and the multiplier's are one): each evaluation set is every pair of its split in the
+    order of a permutation drawn with the split's own seed, and a caller's copy is its own."""
+    from rl import math_env
+    from rl.math_env import EVAL_SEEDS
+    monkeypatch.setattr(math_env, "_ENUMERATED", {})
+    calls, real = [], MathEnvironment.all_pairs
+    monkeypatch.setattr(MathEnvironment, "all_pairs", lambda self: calls.append(self.task) or real(self))
+    x, y = np.divmod(np.arange(10 ** 4), 100)
+    for split, env in zip(SPLITS, (MathEnvironment("adder", 2), MathEnvironment("multiplier", 2),
+                                   MathEnvironment("adder", 2))):
+        a, b = env.eval_operands(50, split)
+        keep = split_of(x, y, 0.1, 0.05) == SPLITS.index(split)
+        order = np.random.default_rng(EVAL_SEEDS[split]).permutation(int(keep.sum()))[:50]
+        assert np.array_equal(a, x[keep][order]) and np.array_equal(b, y[keep][order]), split
+        assert env.split_size(split) == keep.sum()
+        a[:] = -1  # the caller's own array
+        assert np.array_equal(env.eval_operands(50, split)[0], x[keep][order])
+    assert calls == ["adder"]  # one enumeration for all of it...
+    MathEnvironment("subtractor", 2).eval_operands(50)
+    assert calls == ["adder", "subtractor"]  # ...and one for another space (a >= b)
+
+
 def test_small_space_evaluates_every_pair_of_the_split():
     env = MathEnvironment("multiplier", 2)
     a, b = env.eval_operands(10 ** 6)
