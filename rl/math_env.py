@@ -129,6 +129,12 @@ operation("subtractor", "-", answer_digits=lambda n: n, ordered=True, vectorized
 operation("multiplier", "*", answer_digits=lambda n: 2 * n, steps=long_multiplication, vectorized=True)(_operator.mul)
 
 
+def rows(values, shape: tuple) -> np.ndarray:
+    """A vectorized operation's value as one int64 per pair: its array, or a constant (a step that does not depend
+    on the operands) broadcast to every pair."""
+    return np.broadcast_to(np.asarray(values, dtype=np.int64), shape)
+
+
 def _splitmix64(x: np.ndarray) -> np.ndarray:
     """A fixed 64-bit integer hash (splitmix64's finalizer): the same on every machine and Python."""
     x = x.astype(np.uint64)
@@ -293,9 +299,10 @@ class MathEnvironment:
         return int((self._enumerated()[2] == SPLITS.index(split)).sum())
 
     def _enumerated(self):
-        """Every pair of the enumerated space (all_pairs) and its split (B,), computed once a process for this
-        space and split: a run's evaluation sets (each split's, the warm start's) and split_size read them, where each
-        enumerated and hashed every pair again (45-55 ms a call at 3 digits on a 2-core CPU, three a run). Read-only."""
+        """Every pair of the enumerated space (all_pairs) and its split (B,), computed once a process for this space
+        and these split fractions: a run's evaluation sets (each split's, the warm start's) and split_size read them,
+        where each call enumerated and hashed every pair again (45-55 ms at 3 digits on a 2-core CPU, three a run).
+        Read-only."""
         key = (self.ndigit, self.op.ordered, self.test_fraction, self.validation_fraction)
         if key not in _ENUMERATED:
             a, b = self.all_pairs()
@@ -338,23 +345,22 @@ class MathEnvironment:
                 answer += [column(sep)] if sep else []
                 answer.append(self._number(values, width, "a step"))
             answer.append(column(EQUALS))
-        results = self._apply(self.op.fn, a, b)
+        results = self._results(a, b)
         answer += [self._number(results, self.answer_digits, "a result"), column(END)]
         return (torch.from_numpy(np.concatenate(prompt, axis=1)),
                 torch.from_numpy(np.ascontiguousarray(np.concatenate(answer, axis=1))))
 
-    def _apply(self, fn, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """fn(a, b) of every pair (B,) -> (B,) int64: one call on the arrays for a vectorized operation, else one
-        a pair, on Python's ints."""
+    def _results(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """The operation's result of every pair (B,) -> (B,) int64: one call on the arrays for a vectorized
+        operation, else one a pair, on Python's ints."""
         if self.op.vectorized:
-            return np.broadcast_to(np.asarray(fn(a, b), dtype=np.int64), a.shape)
-        return np.array([fn(int(x), int(y)) for x, y in zip(a, b)], dtype=np.int64)
+            return rows(self.op.fn(a, b), a.shape)
+        return np.array([self.op.fn(int(x), int(y)) for x, y in zip(a, b)], dtype=np.int64)
 
     def _step_values(self, a: np.ndarray, b: np.ndarray) -> list:
         """The value of every step (the layout's order) of every pair: one (B,) int64 array a step."""
         if self.op.vectorized:
-            steps = self.op.steps(a, b, self.ndigit)
-            return [np.broadcast_to(np.asarray(v, dtype=np.int64), a.shape) for _, v, _ in steps]
+            return [rows(v, a.shape) for _, v, _ in self.op.steps(a, b, self.ndigit)]
         steps = [self.op.steps(int(x), int(y), self.ndigit) for x, y in zip(a, b)]
         return [np.array([s[k][1] for s in steps], dtype=np.int64) for k in range(len(self.layout))]
 
