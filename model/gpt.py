@@ -492,6 +492,20 @@ class Block(nn.Module):
         return x + self.mlp(self.ln_2(x))
 
 
+def compiled(fn):
+    """fn through torch.compile with dynamic shapes, traced without duck sizing. Duck sizing gives input sizes that
+    happen to be equal one symbol: a first call of 32 prompts, the head size of n_embed=256 over n_head=8, made
+    the cache's batch and head sizes one, and the static head size of the weights then fixed the batch at 32, so
+    every other batch compiled anew (as did a batch equal to the prompt length), until torch.compile's limit of 8
+    graphs a function sent the rest back to eager. Without it a graph guards only on what its ops ask of sizes."""
+    traced = torch.compile(fn, dynamic=True)
+
+    def call(*args):
+        with torch.fx.experimental._config.patch(use_duck_shape=False):  # (read when a call traces)
+            return traced(*args)
+    return call
+
+
 class GPT(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -535,10 +549,10 @@ class GPT(nn.Module):
             block.attn.matmul_attention = matmul_attention
         self._graphs = {}  # generate's captured decodes, by everything that shapes them
         self.graph_captures = 0  # decodes captured so far (a capture costs an eager run and the capture itself)
-        self._compiled = torch.compile(self._full_pass, dynamic=True) if compile else None
-        self._compiled_grouped = torch.compile(self._grouped_layers, dynamic=True) if compile else None
+        self._compiled = compiled(self._full_pass) if compile else None
+        self._compiled_grouped = compiled(self._grouped_layers) if compile else None
         # (a function of its own: torch.compile keeps its graphs, and its limit of them, per function)
-        self._compiled_cached = torch.compile(self._cached_pass, dynamic=True) if compile else None
+        self._compiled_cached = compiled(self._cached_pass) if compile else None
 
     def __getstate__(self):  # a copy (the frozen reference) or a pickle carries no captured or compiled graph
         return {**self.__dict__, "_graphs": {}, "_compiled": None, "_compiled_grouped": None, "_compiled_cached": None}
@@ -577,9 +591,10 @@ class GPT(nn.Module):
                 check_positions(idx, pos, self.config.n_position, values=check_pos and (cache is None or not cache.pos))
             if cache is None:
                 return compiled(idx, pos)
-            # (prompts sliced from a larger batch are a view, whose base torch.compile guards too: a copy of them
-            # compiles nothing new)
-            return compiled(idx.clone() if not cache.pos and idx._base is not None else idx, pos, cache)
+            # (the prefill takes a copy of the prompts, made here under generate's inference mode: torch.compile
+            # guards a view's base and a tensor's dispatch keys, which differ for a tensor made outside inference
+            # mode; a copy is one kind of input whatever the caller passed, so one prefill graph serves them all)
+            return compiled(idx.clone() if not cache.pos else idx, pos, cache)
         return self._full_pass(idx, pos, cache, check_pos)
 
     def _full_pass(self, idx, pos=None, cache: KVCache = None, check_pos: bool = False):

@@ -349,11 +349,11 @@ def test_a_compiled_grouped_pass_gives_eager_logits_and_gradients_for_any_groups
     from model.gpt import PromptGroups
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=14, n_position=16, n_layer=1, n_head=4, n_embed=32)).eval()
-    P, G = 5, 3
-    idx = torch.randint(0, 14, (12, 11))  # (no two sizes alike: torch.compile would take them to be equal)
+    P, G = 5, 2
+    idx = torch.randint(0, 14, (12, 6))  # (6 prompts of 6 tokens: sizes equal by chance, as model/gpt.py compiled says)
     idx[:, :P] = idx[::G, :P].repeat_interleave(G, dim=0)  # rows i*G ... i*G+G-1 share a prompt
     batches = [(idx, PromptGroups.of_rows(torch.arange(12), G, P)),
-               (idx[2:9], PromptGroups.of_rows(torch.arange(2, 9), G, P))]  # 7 rows of 3 prompts, 2 of them part
+               (idx[2:9], PromptGroups.of_rows(torch.arange(2, 9), G, P))]  # 7 rows of 4 prompts, 2 of them part
     eager = []
     for rows, groups in batches:
         out = model(rows, groups=groups)
@@ -366,11 +366,11 @@ def test_a_compiled_grouped_pass_gives_eager_logits_and_gradients_for_any_groups
     for (rows, groups), (logits, grads) in zip(batches, eager):
         out = model(rows, groups=groups)
         out.square().mean().backward()
-        assert out.shape == (len(rows), 11 - P + 1, 14) and torch.allclose(out, logits, atol=1e-5)
+        assert out.shape == (len(rows), 6 - P + 1, 14) and torch.allclose(out, logits, atol=1e-5)
         for name, p in model.named_parameters():
             assert torch.allclose(p.grad, grads[name], rtol=1e-4, atol=1e-6), name
         model.zero_grad(set_to_none=True)
-    assert counters["stats"]["unique_graphs"] == 1  # one graph for 12 rows of 4 prompts and 7 rows of 3
+    assert counters["stats"]["unique_graphs"] == 1  # one graph for 12 rows of 6 prompts and 7 rows of 4
     assert __import__("copy").deepcopy(model)._compiled_grouped is None
     with pytest.raises(ValueError, match=r"^position ids 16\.\.16 outside the 16 embeddings \(n_position=16\)$"):
         model(idx, pos=torch.full_like(idx, 16), groups=batches[0][1])
@@ -386,21 +386,35 @@ def test_a_compiled_decode_draws_the_eager_tokens_through_one_graph_per_cache_la
     monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="eager"))
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=14, n_position=32, n_layer=1, n_head=2, n_embed=16)).eval()
-    prompts = torch.randint(0, 10, (5, 6))  # (no two sizes alike: torch.compile would take them to be equal)
+    # 8 prompts first: the head size (16 / 2), and 8 x 4 rows the cache's 32 positions (sizes equal by chance, which
+    # torch.compile's duck sizing would take to be one: model/gpt.py compiled)
+    prompts = torch.randint(0, 10, (8, 6))
     for share, graphs in ((False, 2), (True, 3)):
         sample = lambda rows: model.generate(prompts[:rows], 7, num_samples=4, with_stats=True, share_prompts=share,
                                              generator=torch.Generator().manual_seed(1))
         model.configure_runtime()
-        eager = [sample(5), sample(3)]
+        eager = [sample(8), sample(3)]
         model.configure_runtime(compile=True)
         torch._dynamo.reset()
         counters.clear()
-        for rows, (tokens, logps, entropy) in zip((5, 3), eager):
+        for rows, (tokens, logps, entropy) in zip((8, 3), eager):
             compiled = sample(rows)
             assert torch.equal(compiled[0], tokens) and tokens.unique().numel() > 3  # (sampled: several tokens)
             assert torch.allclose(compiled[1], logps, atol=1e-6) and torch.allclose(compiled[2], entropy, atol=1e-6)
-        assert counters["stats"]["unique_graphs"] == graphs  # ...5 and 3 prompts, 7 positions, through these graphs
+        assert counters["stats"]["unique_graphs"] == graphs  # ...8 and 3 prompts, 7 positions, through these graphs
     assert __import__("copy").deepcopy(model)._compiled_cached is None
+    # Another model of the same structure (the perf sweep builds one a row) is served by the same graphs, with its
+    # own weights (graph inputs, not constants): it compiles nothing, and torch.compile's limit of 8 graphs a
+    # function is not spent by model after model.
+    other = GPT(GPTConfig(vocab_size=14, n_position=32, n_layer=1, n_head=2, n_embed=16)).eval()
+    draw = lambda: other.generate(prompts, 7, num_samples=4, with_stats=True, share_prompts=True,
+                                  generator=torch.Generator().manual_seed(1))
+    other.configure_runtime()
+    eager = draw()
+    other.configure_runtime(compile=True)
+    compiled = draw()
+    assert torch.equal(compiled[0], eager[0]) and not torch.equal(eager[0], sample(8)[0])  # (its weights, not model's)
+    assert torch.allclose(compiled[1], eager[1], atol=1e-6) and counters["stats"]["unique_graphs"] == 3
 
 
 def test_the_compile_setting_reaches_the_model():

@@ -44,7 +44,8 @@ config's rl_rollout_size answers a prompt), one JSON line a row, one record in -
                           on CUDA also bf16 with matmul attention compiled (--compile=true: torch.compile);
                           with each prompt read once for its answers (prefix_sharing: bf16 and matmul
                           attention on CUDA, fp32 on the CPU; and on CUDA compiled too); first_call_seconds: its
-                          first call alone (the compile, where compiled)
+                          first call alone (the compile, where compiled: torch.compile's graphs serve every model of
+                          one structure and setting, so a row compiles only the passes no row before it compiled)
   sweep_forward_backward  the bare limit: forward + backward + the fused AdamW step over as many sequences
                           (B * G rows of max_seq_len - 1 tokens) in a tight loop, fp32 and bf16, with the
                           model-FLOP rate (3 x `forward_flops` a sequence; the AdamW step not counted)
