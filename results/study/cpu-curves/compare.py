@@ -1,22 +1,19 @@
 """Are two runs' curves the same, bit for bit? Compares every logged value but the clocks (`perf/`) of two runs'
 metrics.jsonl, step by step (issue 33: CPU fp32 curves unchanged).
 
-    python results/study/cpu-curves/compare.py RUN_A RUN_B [label]
+    PYTHONPATH=. python results/study/cpu-curves/compare.py RUN_A RUN_B [label]
 
 Prints one JSON line: the steps both logged, how many values were compared, the first step and keys that differ
 (none: the curves are equal), and each run's last held-out accuracy.
 """
 import json
 import sys
-from pathlib import Path
 
-
-def rows(run: str) -> list:
-    return [json.loads(line) for line in (Path(run) / "metrics.jsonl").read_text().splitlines() if line.strip()]
+from rl.run_dir import read_metrics
 
 
 def main(a: str, b: str, label: str = ""):
-    A, B = rows(a), rows(b)
+    A, B = read_metrics(a), read_metrics(b)
     compared, first_difference = 0, None
     for x, y in zip(A, B):
         keys = [k for k in x if k in y and not k.startswith("perf/")]
