@@ -84,48 +84,29 @@ def size(path) -> int:
     return path.stat().st_size if path.exists() else 0
 
 
-@pytest.fixture(scope="module")
-def straight_run(tmp_path_factory):
-    """straight_run(args, torchrun) -> the folder of an uninterrupted run of args, run once for the tests that share
-    it (they only read it)."""
-    runs = {}
-
-    def straight(args, torchrun=0):
-        key = (tuple(args), torchrun)
-        if key not in runs:
-            runs[key] = tmp_path_factory.mktemp("straight")
-            run([*args, f"--out_dir={runs[key]}"], torchrun=torchrun)
-        return runs[key]
-    return straight
-
-
 # ---- exact resume -------------------------------------------------------------------------
 # Each case is a state the snapshot must carry, in the setting where losing it would show: one
-# process; the critic (untied, so its own embedding and head) and DPO's frozen reference under DDP.
-# The 2-process case kills only the torchrun launcher (as an out-of-memory kill or a scheduler's hard
-# stop would), whose workers must then stop by themselves; the soak below kills whole groups of DPO. AdderRLConfig
-# draws with replay, so its buffer is in every case; prioritized goes through the soak below, the warm
-# start through the launcher test, and every kind of state in process (further below).
+# process (DAPO) here; under DDP, DPO's frozen reference and prioritized selection through the soak below, which
+# kills whole groups and, once, the torchrun launcher alone (as an out-of-memory kill or a scheduler's hard stop
+# would), whose workers must then stop by themselves; the critic (untied, so its own embedding and head) through
+# the max-restarts test, the warm start through its launcher test. AdderRLConfig draws with replay, so its buffer
+# is in every case, and every kind of state is resumed in process (further below).
 UNTIED_CRITIC = [*KILL_ARGS, "--rl_algorithm=ppo_critic", "--tie_weights=false"]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args, nproc, kill", [([*KILL_ARGS, "--rl_algorithm=dapo"], 0, "group"),
-                                               (UNTIED_CRITIC, 2, "launcher")],
-                         ids=["dapo-1-group", "ppo_critic-untied-2-launcher"])
-def test_sigkill_then_same_command_equals_uninterrupted_run(tmp_path, straight_run, args, nproc, kill):
+def test_sigkill_then_same_command_equals_uninterrupted_run(tmp_path):
     """The snapshot's state equals the uninterrupted run's."""
-    straight = straight_run(args, torchrun=nproc)
+    args = [*KILL_ARGS, "--rl_algorithm=dapo"]
+    straight = tmp_path / "straight"
+    run([*args, f"--out_dir={straight}"])
     out = tmp_path / "killed"
     args = [*args, f"--out_dir={out}"]
-    proc = start(args, torchrun=nproc)
+    proc = start(args)
     wait_for(out / "rl_snapshot_4.pt", proc)
-    if kill == "group":
-        kill_group(proc, signal.SIGKILL)
-    else:
-        kill_launcher(proc)
+    kill_group(proc, signal.SIGKILL)
     assert not (out / f"rl_snapshot_{STEPS}.pt").exists(), "the run finished before the kill; the test proved nothing"
-    again = run(args, torchrun=nproc)
+    again = run(args)
     assert "Resumed from" in again.stdout
     assert_same_state(load(straight / f"rl_snapshot_{STEPS}.pt"), load(out / f"rl_snapshot_{STEPS}.pt"))
     assert metrics(straight) == metrics(out)
@@ -144,12 +125,12 @@ def test_resume_in_process_is_exact_for_each_kind_of_state(tmp_path, overrides):
     for _ in range(6):
         straight.train_step()
     half = make_trainer(**overrides)
-    for _ in range(3):
+    for kill in ("group", "launcher", "group"):
         half.train_step()
     torch.save(half.state_dict(), tmp_path / "half.pt")
     fresh = fresh_trainer(**overrides)
     fresh.load_state_dict(torch.load(tmp_path / "half.pt", weights_only=True))
-    for _ in range(3):
+    for kill in ("group", "launcher", "group"):
         fresh.train_step()
     assert_same_state(straight.state_dict(), fresh.state_dict())
 
@@ -258,8 +239,11 @@ def test_a_second_signal_to_a_tool_reaches_its_run_as_sigint(tmp_path):
 
 
 @pytest.mark.slow
-def test_torchrun_max_restarts_resumes_after_a_crash(tmp_path, straight_run):
-    straight = straight_run(UNTIED_CRITIC, torchrun=2)  # (the launcher kill's)
+def test_torchrun_max_restarts_resumes_after_a_crash(tmp_path):
+    """One worker of the untied critic's 2-process run dies; torchrun restarts both, and they resume the critic, its
+    own embedding, head and optimizer included, to the uninterrupted run's state."""
+    straight = tmp_path / "straight"
+    run([*UNTIED_CRITIC, f"--out_dir={straight}"], torchrun=2)
     out = tmp_path / "crashed"
     proc = start([*UNTIED_CRITIC, f"--out_dir={out}"], torchrun=2, max_restarts=1)
     wait_for(out / "rl_snapshot_3.pt", proc)
@@ -271,13 +255,13 @@ def test_torchrun_max_restarts_resumes_after_a_crash(tmp_path, straight_run):
 
 
 @pytest.mark.slow
-def test_workers_stop_when_their_launcher_is_killed_during_the_warm_start_and_the_same_command_continues(tmp_path,
-                                                                                                     straight_run):
-    """The warm start's side of kill_launcher (RL's is a case of the SIGKILL test above): the same
+def test_workers_stop_when_their_launcher_is_killed_during_the_warm_start_and_the_same_command_continues(tmp_path):
+    """The warm start's side of kill_launcher (RL's is the soak's second kill, below): the same
     command continues the warm start to the uninterrupted run's state."""
     args = args_with(KILL_ARGS, init_from="sft", sft_max_steps=16, sft_target_accuracy=1.0, sft_save_interval=4,
                      sft_eval_interval=8, sft_num_eval=20, rl_train_steps=2)
-    straight = straight_run(args, torchrun=2)
+    straight = tmp_path / "straight"
+    run([*args, f"--out_dir={straight}"], torchrun=2)
     out = tmp_path / "orphaned"
     args = [*args, f"--out_dir={out}"]
     proc = start(args, torchrun=2)
@@ -306,17 +290,19 @@ def test_second_run_on_the_same_folder_is_refused_and_a_dead_run_leaves_no_lock(
 
 
 @pytest.mark.slow
-def test_soak_random_kills_of_a_two_process_run(tmp_path, straight_run):
-    """Kill a 2-process run of DPO at random moments in RL several times, restart it each time, and compare its final
+def test_soak_random_kills_of_a_two_process_run(tmp_path):
+    """Kill a 2-process run of DPO at random moments in RL three times (its whole group, then its launcher alone,
+    whose workers must stop by themselves, then the group again), restart it each time, and compare its final
     snapshot, DPO's frozen reference and problem selection's state included, with an uninterrupted run's."""
     steps = 2 * STEPS
     args = args_with(KILL_ARGS, rl_train_steps=steps, save_interval=2, problem_sampler="prioritized",
                      rl_algorithm="dpo")
-    straight = straight_run(args, torchrun=2)
+    straight = tmp_path / "straight"
+    run([*args, f"--out_dir={straight}"], torchrun=2)
     out = tmp_path / "soak"
     rng = random.Random(0)
     kills = 0
-    for _ in range(3):
+    for kill in ("group", "launcher", "group"):
         logged = size(out / "metrics.jsonl")
         proc = start([*args, f"--out_dir={out}"], torchrun=2)
         while proc.poll() is None and size(out / "metrics.jsonl") <= logged:
@@ -324,7 +310,7 @@ def test_soak_random_kills_of_a_two_process_run(tmp_path, straight_run):
         time.sleep(rng.uniform(0.0, 1.5))
         if proc.poll() is not None:
             break
-        kill_group(proc, signal.SIGKILL)
+        kill_group(proc, signal.SIGKILL) if kill == "group" else kill_launcher(proc)
         kills += 1
     run([*args, f"--out_dir={out}"], torchrun=2)
     assert kills >= 2, "the run outpaced the kills; the soak proved little"
