@@ -280,8 +280,8 @@ def test_soak_random_kills_of_a_two_process_run(tmp_path):
     group (then the same command again), one worker (torchrun restarts both, which resume), and its launcher alone
     (whose workers must stop by themselves; then the same command again). Its final snapshot, the critic's own
     embedding, head and optimizer and problem selection's state included, equals an uninterrupted run's."""
-    steps = 2 * STEPS
-    args = args_with(UNTIED_CRITIC, rl_train_steps=steps, save_interval=2, problem_sampler="prioritized")
+    steps = STEPS
+    args = args_with(UNTIED_CRITIC, save_interval=2, problem_sampler="prioritized")
     straight = tmp_path / "straight"
     run([*args, f"--out_dir={straight}"], torchrun=2)
     clock = [row["perf/run_seconds"] for row in read_metrics(str(straight))]
