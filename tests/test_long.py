@@ -573,8 +573,8 @@ def test_the_long_adder_debug_run_goes_end_to_end_and_logs_every_length(tmp_path
     import json
     from helpers import run
     out = tmp_path / "run"
-    # the preset's own lengths (10, 20, 40), and 100 digits: the longest the position ids are sized for; evaluated
-    # at the start and the end (an evaluation of 100-digit sums takes 3 s of the 2-core CPU's, debug's step 3 one too)
+    # the preset's own lengths (10, 20, 40), and 100 digits: the longest the position ids are sized for; evaluated at
+    # the start and the end only (an evaluation of 100-digit sums takes 3 s on the 2-core CPU; debug adds one at step 3)
     proc = run(["--config_name", "LongAdderRLConfig", "--debug", "--no_wandb", f"--out_dir={out}",
                 "--eval_ndigits=10,20,40,100", "--eval_interval=6"])
     rows = [json.loads(line) for line in open(out / "metrics.jsonl")]

@@ -21,7 +21,8 @@ from rl.tools import launch
 
 # STEPS steps of a small 2-layer adder model from scratch, a snapshot after each: a step takes about 0.1 s on the
 # 2-core CPU, so a kill that lands from step 4 on leaves about 2 s of run unfinished, and digit_match
-# gives a random policy gradients to follow. Most of a run's seconds are its start-up (imports, gloo), not its steps.
+# gives a random policy gradients to follow. Most of a run's seconds are its start-up (imports; under
+# torchrun the agent's and, in DDP's constructor, torch._dynamo's), not its steps.
 STEPS = 24
 KILL_ARGS = ["--no_wandb", "--init_from=scratch", "--rewards=digit_match:1.0", "--learning_rate=1e-3",
              "--rl_batch_size=32", "--rl_rollout_size=8", "--num_eval=50", f"--rl_train_steps={STEPS}",
