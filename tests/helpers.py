@@ -107,6 +107,12 @@ def wait_for(path: Path, proc=None, timeout=120):
         time.sleep(0.005)
 
 
+def rl_seconds(out_dir) -> float:
+    """A finished run's seconds from its first logged row (RL's start) to its last, on the run's own clock."""
+    clock = [row["perf/run_seconds"] for row in read_metrics(str(out_dir))]
+    return clock[-1] - clock[0]
+
+
 def metrics(out_dir):
     """Logged metrics without timings (those differ between any two runs)."""
     rows = read_metrics(str(out_dir))

@@ -14,9 +14,8 @@ import pytest
 import torch
 
 import rl.seeding as seeding
-from helpers import (REPO, args_with, assert_same_state, fresh_trainer, load, make_trainer, metrics, run, script_env,
-                     start, wait_for)
-from rl.run_dir import read_metrics
+from helpers import (REPO, args_with, assert_same_state, fresh_trainer, load, make_trainer, metrics, rl_seconds, run,
+                     script_env, start, wait_for)
 from rl.tools import launch
 
 # STEPS steps of a small 2-layer adder model from scratch, a snapshot after each: a step takes about 0.1 s on the
@@ -284,22 +283,24 @@ def test_soak_random_kills_of_a_two_process_run(tmp_path):
     args = args_with(UNTIED_CRITIC, save_interval=2, problem_sampler="prioritized")
     straight = tmp_path / "straight"
     run([*args, f"--out_dir={straight}"], torchrun=2)
-    clock = [row["perf/run_seconds"] for row in read_metrics(str(straight))]
-    out, rng, proc, kills = tmp_path / "soak", random.Random(0), None, []
+    rl_time, out, rng, proc, kills = rl_seconds(straight), tmp_path / "soak", random.Random(0), None, []
     for kill in ("group", "worker", "launcher"):
         logged = size(out / "metrics.jsonl")
         proc = proc or start([*args, f"--out_dir={out}"], torchrun=2, max_restarts=1)
         while proc.poll() is None and size(out / "metrics.jsonl") <= logged:
             time.sleep(0.005)  # until this start has logged past the last one's lines: each kill lands in RL
         # within a tenth of RL's time on this machine: three kills leave RL unfinished on a fast machine or slow
-        time.sleep(rng.uniform(0.0, 0.1 * (clock[-1] - clock[0])))
+        time.sleep(rng.uniform(0.0, 0.1 * rl_time))
         if proc.poll() is not None:  # finished before this kill (the assert below), or failed
             assert proc.returncode == 0, proc.communicate()[1]
             break
         if kill == "worker":
             os.kill(max(children(proc.pid)), signal.SIGKILL)  # the same start goes on: torchrun restarts both
+        elif kill == "group":
+            kill_group(proc, signal.SIGKILL)
+            proc = None
         else:
-            kill_group(proc, signal.SIGKILL) if kill == "group" else kill_launcher(proc)
+            kill_launcher(proc)
             proc = None
         kills.append(kill)
     run([*args, f"--out_dir={out}"], torchrun=2)

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import crash_run
-from helpers import TINY_ARGS, args_with, assert_same_state, load, metrics
+from helpers import TINY_ARGS, args_with, assert_same_state, load, metrics, rl_seconds
 from rl import rl_ddp, run_dir
 from rl.update import lr_lambda
 
@@ -427,14 +427,13 @@ def test_kill_9_during_every_kind_of_write_always_resumes_to_the_uninterrupted_s
     out = tmp_path / "killed"
     args = [*SOAK_ARGS, f"--out_dir={out}"]
     rng = random.Random(0)
-    clock = [row["perf/run_seconds"] for row in run_dir.read_metrics(str(straight))]
-    rl_seconds = clock[-1] - clock[0]  # a timer kill comes with half of RL left: within 40% of RL's time it lands
+    rl_time = rl_seconds(straight)  # a timer kill comes with half of RL left: within 40% of RL's time it lands
     kills = []
     while len(kills) < 30 and not (out / "rl_snapshot_20.pt").exists():
         what, n = crash_point(out, rng)
         if what == "timer":
             proc = runner.start(args)
-            time.sleep(rng.uniform(0.0, 0.4 * rl_seconds))
+            time.sleep(rng.uniform(0.0, 0.4 * rl_time))
             proc.kill()
             proc.join()
             code = proc.exitcode
