@@ -2,7 +2,6 @@
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -209,11 +208,16 @@ def test_a_seed_whose_own_warm_start_wins_reads_its_plain_run_back(tmp_path, mon
     (["--warm_start_tries", "0"], "--warm_start_tries must be 1 to 1000, got 0"),
     (["--warm_start_tries", "2", "--warm_start_target", "1.5"], "--warm_start_target must be in (0, 1], got 1.5"),
 ])
-def test_a_choice_of_warm_starts_it_cannot_make_is_refused_in_one_line(argv, message, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "rl.tools.lengths", *argv], capture_output=True, text=True,
-                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), timeout=120)
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.splitlines()[-1] == f"lengths.py: error: {message}"
+def test_a_choice_of_warm_starts_it_cannot_make_is_refused_in_one_line(argv, message, monkeypatch, capsys):
+    """`python -m rl.tools.lengths ARGV` in process (its checks come before anything runs; the snippet tests run
+    the command itself): exit 2, nothing on stdout, the usage and one line of error on stderr."""
+    from rl.tools import lengths
+    monkeypatch.setattr(sys, "argv", ["lengths.py", *argv])
+    with pytest.raises(SystemExit) as exit_:
+        lengths.main()
+    out, err = capsys.readouterr()
+    assert exit_.value.code == 2 and out == ""
+    assert err.startswith("usage: lengths.py") and err.splitlines()[-1] == f"lengths.py: error: {message}"
 
 
 def test_the_choice_line_names_the_warm_start_chosen_each_try_and_their_seconds():

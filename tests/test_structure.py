@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 LIBRARY = sorted(p for folder in ("rl", "model", "configs") for p in (REPO / folder).rglob("*.py")
                  if "tools" not in p.parts)
@@ -59,9 +61,11 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def import_graph() -> dict:
+@pytest.fixture(scope="module")
+def graph() -> dict:
     """{module: the project modules it imports}: `from rl import dist` is an edge to rl.dist, and
-    configs' scan for presets adds an edge to every module it imports when it runs."""
+    configs' scan for presets adds an edge to every module it imports when it runs (read once for the
+    tests below: the scan is a new interpreter's imports, 3 s)."""
     modules = {module_name(p) for p in LIBRARY}
     graph = {}
     for path in LIBRARY:
@@ -80,32 +84,28 @@ def import_graph() -> dict:
     return graph
 
 
-def test_the_import_graph_sees_every_edge():
+def test_the_import_graph_sees_every_edge(graph):
     """The guard below sees what it guards: package imports and the presets scan."""
-    graph = import_graph()
     assert "rl.dist" in graph["rl.math_trainer"] and "rl.seeding" in graph["rl.rollout"]
     assert "configs.adder" in graph["configs"] and "configs.cli" not in graph["configs"]
 
 
-def test_the_error_types_are_a_leaf_and_the_run_lock_needs_no_config():
+def test_the_error_types_are_a_leaf_and_the_run_lock_needs_no_config(graph):
     """rl/errors.py imports nothing of the project, so a module that only raises or catches one of its
     errors (the run lock, the run folder) need not import the config, the model or torch."""
-    graph = import_graph()
     assert graph["rl.errors"] == set()
     assert not any(m.startswith(("configs", "model")) for m in graph["rl.run_control"] | graph["rl.run_dir"])
 
 
-def test_only_the_entry_script_and_the_trainer_compose_the_settings():
+def test_only_the_entry_script_and_the_trainer_compose_the_settings(graph):
     """Every other library module reads a config through its fields (the measuring tools, entry points
     of their own, excepted), so the settings can change shape without touching them."""
-    graph = import_graph()
     composers = {m for m, deps in graph.items() if m.split(".")[0] in ("rl", "model")
                  and any(d == "configs" or d.startswith("configs.") for d in deps)}
     assert composers <= {"rl.rl_ddp", "rl.math_trainer"}, sorted(composers)
 
 
-def test_no_import_cycle_in_the_library():
-    graph = import_graph()
+def test_no_import_cycle_in_the_library(graph):
 
     def visit(module, stack):
         assert module not in stack, " -> ".join([*stack, module])
