@@ -61,15 +61,25 @@ def run_main(args, env=None, check=True) -> subprocess.CompletedProcess:
     imported them once (tests/crash_run.py): its exit code, stdout and stderr in a fraction of a second rather than
     the 2-3 s of a new interpreter. env: the process's whole environment (default: the script's, script_env());
     check: as run's."""
+    code, stdout, stderr = forked_runner().run(args, env=env or script_env())
+    if check and code != 0:
+        raise AssertionError(f"exit {code}\n{stdout}\n{stderr}")
+    return subprocess.CompletedProcess(["rl/rl_ddp.py", *args], code, stdout, stderr)
+
+
+def start_main(args):
+    """run_main's process started, not waited for: a multiprocessing.Process (kill() sends SIGKILL, then join())."""
+    return forked_runner().start(args, env=script_env())
+
+
+def forked_runner():
+    """The suite's one tests/crash_run.py Runner, started with the first process it forks."""
     if not _forked:
         import crash_run
         consoles = tempfile.mkdtemp(prefix="mathrl-forked-")
         atexit.register(shutil.rmtree, consoles, True)
         _forked.append(crash_run.Runner(consoles))
-    code, stdout, stderr = _forked[0].run(args, env=env or script_env())
-    if check and code != 0:
-        raise AssertionError(f"exit {code}\n{stdout}\n{stderr}")
-    return subprocess.CompletedProcess(["rl/rl_ddp.py", *args], code, stdout, stderr)
+    return _forked[0]
 
 
 def run_ranks(fn, args: tuple, nprocs: int = 2):
@@ -98,10 +108,14 @@ def start(args, torchrun=0, max_restarts=0):
 
 
 def wait_for(path: Path, proc=None, timeout=120):
+    """Until path exists; AssertionError if proc (a Popen, or start_main's Process) ends first, or at the timeout."""
+    forked = not hasattr(proc, "poll")
     t0 = time.time()
     while not path.exists():
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"process ended (exit {proc.returncode}) before {path} appeared:\n{proc.communicate()}")
+        code = None if proc is None else proc.exitcode if forked else proc.poll()
+        if code is not None:
+            console = [open(f"{proc.console}.{s}").read() for s in ("out", "err")] if forked else proc.communicate()
+            raise AssertionError(f"process ended (exit {code}) before {path} appeared:\n{console}")
         if time.time() - t0 > timeout:
             raise AssertionError(f"{path} did not appear within {timeout}s")
         time.sleep(0.005)

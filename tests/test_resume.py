@@ -15,7 +15,7 @@ import torch
 
 import rl.seeding as seeding
 from helpers import (REPO, args_with, assert_same_state, fresh_trainer, load, make_trainer, metrics, rl_seconds, run,
-                     script_env, start, wait_for)
+                     run_main, script_env, start, start_main, wait_for)
 from rl.tools import launch
 
 # STEPS steps of a small 2-layer adder model from scratch, a snapshot after each: a step takes about 0.1 s on the
@@ -100,14 +100,15 @@ def test_sigkill_then_same_command_equals_uninterrupted_run(tmp_path):
     """The snapshot's state equals the uninterrupted run's."""
     args = [*KILL_ARGS, "--rl_algorithm=dapo"]
     straight = tmp_path / "straight"
-    run([*args, f"--out_dir={straight}"])
+    run_main([*args, f"--out_dir={straight}"])
     out = tmp_path / "killed"
     args = [*args, f"--out_dir={out}"]
-    proc = start(args)
+    proc = start_main(args)
     wait_for(out / "rl_snapshot_4.pt", proc)
-    kill_group(proc, signal.SIGKILL)
+    proc.kill()
+    proc.join()
     assert not (out / f"rl_snapshot_{STEPS}.pt").exists(), "the run finished before the kill; the test proved nothing"
-    again = run(args)
+    again = run_main(args)
     assert "Resumed from" in again.stdout
     assert_same_state(load(straight / f"rl_snapshot_{STEPS}.pt"), load(out / f"rl_snapshot_{STEPS}.pt"))
     assert metrics(straight) == metrics(out)
@@ -263,14 +264,15 @@ def test_workers_stop_when_their_launcher_is_killed_during_the_warm_start_and_th
 def test_second_run_on_the_same_folder_is_refused_and_a_dead_run_leaves_no_lock(tmp_path):
     out = tmp_path / "run"
     args = [*args_with(KILL_ARGS, rl_train_steps=400), f"--out_dir={out}"]
-    first = start(args)
+    first = start_main(args)
     wait_for(out / "metrics.jsonl", first)
-    second = run(args, check=False)
+    second = run(args, check=False)  # the script itself: its one line, as a user's second command prints it
     assert second.returncode == 2 and second.stdout == ""
     assert second.stderr.startswith(f"error: another run is using {out} (pid {first.pid}); wait for it to finish")
-    kill_group(first, signal.SIGKILL)
+    first.kill()
+    first.join()
     last = max((int(p.stem.rsplit("_", 1)[1]) for p in out.glob("rl_snapshot_*.pt")), default=0)
-    third = run(args_with(args, rl_train_steps=last + 2))  # the kernel dropped the dead run's lock
+    third = run_main(args_with(args, rl_train_steps=last + 2))  # the kernel dropped the dead run's lock
     assert "Final held-out accuracy" in third.stdout
 
 
