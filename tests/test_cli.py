@@ -177,7 +177,7 @@ def test_bad_input_snapshot_of_another_shape_or_task(tmp_path):
 def test_wandb_without_login_goes_offline_with_a_notice(tmp_path):
     env = {k: v for k, v in script_env().items() if not k.startswith("WANDB_")}
     env.update(HOME=str(tmp_path), WANDB_CONFIG_DIR=str(tmp_path / "cfg"), NETRC=str(tmp_path / "netrc"))
-    proc = run([*TINY_ARGS, "--rl_train_steps=2", f"--out_dir={tmp_path / 'run'}"], env=env)
+    proc = run_main([*TINY_ARGS, "--rl_train_steps=2", f"--out_dir={tmp_path / 'run'}"], env=env)
     notice = [l for l in proc.stdout.splitlines() if l.startswith("wandb: not logged in")]
     assert len(notice) == 1 and "logging offline" in notice[0]
     assert list((tmp_path / "run" / "wandb").glob("offline-run-*"))

@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from helpers import TINY_ARGS, load, make_trainer, run
+from helpers import TINY_ARGS, load, make_trainer, run_main
 from rl import algorithms, objectives, run_dir, snapshot
 from rl.math_trainer import TrainingError
 
@@ -45,8 +45,8 @@ def test_non_finite_loss_skips_the_update_and_stops_after_max_bad_steps(monkeypa
 
 # ---- crash-safe snapshot files ----------------------------------------------------------------
 def test_keep_snapshots_prunes_only_after_the_new_one_is_written(tmp_path):
-    run([*TINY_ARGS, "--no_wandb", "--rl_train_steps=6", "--save_interval=1", "--keep_snapshots=2",
-         f"--out_dir={tmp_path}"])
+    run_main([*TINY_ARGS, "--no_wandb", "--rl_train_steps=6", "--save_interval=1", "--keep_snapshots=2",
+              f"--out_dir={tmp_path}"])
     assert sorted(p.name for p in tmp_path.glob("rl_snapshot_*.pt")) == ["rl_snapshot_5.pt", "rl_snapshot_6.pt"]
 
 
