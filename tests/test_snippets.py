@@ -13,9 +13,9 @@ bash blocks, command by command, in order, from one temporary copy of the reposi
   tools), after a tiny real run is put in the folder it plots and its snapshot at the path it names;
 - a training command cannot run here: its arguments are parsed and validated as rl/rl_ddp.py does
   before it trains (build_config, validate_world_size with torchrun's process count);
-- the benchmark and study commands run in-process as shown, each run they name validated the same
-  way; docs/results.md says all of it has run, so every run must be read back from results/ (the test
-  refuses to train);
+- the benchmark, study and lengths commands run in-process as shown, each run they name validated the
+  same way (benchmark, study); docs/results.md says all of it has run, so every run must be read back
+  from results/ (the test refuses to train);
 - NOT_RUN lists the commands that are not run, and why.
 """
 
@@ -246,12 +246,17 @@ def refuse_to_train(*args, **kwargs):
 
 def run_tool(name: str, args: list, where: str, tmp_path: Path, monkeypatch):
     """python -m rl.tools.NAME ARGS in-process, as shown, except that training is refused and each run it
-    names is validated; its out_dir default lies under tmp_path."""
+    names is validated; its out_dir default lies under tmp_path. lengths reads and writes (its plot) the results/
+    of a copy of the repository, from whose root it runs."""
     from rl import run_dir
-    from rl.tools import benchmark, study
-    module = {"benchmark": benchmark, "study": study}[name]
+    from rl.tools import benchmark, lengths, results, study
+    module = {"benchmark": benchmark, "study": study, "lengths": lengths}[name]
     monkeypatch.setattr(module, "launch", types.SimpleNamespace(REPO=str(tmp_path), run=refuse_to_train))
-    if module is benchmark:
+    if module is lengths:
+        copy = copy_repository(tmp_path / "lengths-repo")
+        monkeypatch.setattr(results, "ROOT", str(copy / "results"))
+        monkeypatch.chdir(copy)  # (a run's folder, out/lengths/..., is relative to it)
+    elif module is benchmark:
         measure = benchmark.measure
 
         def validated_measure(a):
@@ -311,7 +316,7 @@ def check_bash(block: Block, tmp_path: Path, request, monkeypatch) -> list:
             script = argv.index("rl/rl_ddp.py")
             nproc = next((int(a.split("=")[1]) for a in argv[:script] if a.startswith("--nproc_per_node=")), 1)
             validate(argv[script + 1:], nproc, where)  # a training run: parsed and validated, not trained
-        elif argv[:2] == ["python", "-m"] and argv[2] in ("rl.tools.benchmark", "rl.tools.study"):
+        elif argv[:2] == ["python", "-m"] and argv[2] in ("rl.tools.benchmark", "rl.tools.study", "rl.tools.lengths"):
             run_tool(argv[2].rsplit(".", 1)[1], argv[3:], where, tmp_path, monkeypatch)
         else:  # quick: as shown, from the repository root (a copy, so whatever it writes stays in tmp_path)
             copy = copy or copy_repository(tmp_path / "repo")
@@ -368,6 +373,9 @@ BROKEN = [
     pytest.param("README.md", "env.generate_problem()", "env.generate_problems()", id="README python -c"),
     pytest.param("docs/results.md", "--samplers replay --seeds 0 1 2 --what_rl_adds",
                  "--samplers replay --seeds 0 1 2 3 --what_rl_adds", id="results.md benchmark of a run not made"),
+    pytest.param("docs/results.md", "lengths --seeds 0 1 2 --set carry_column=true attention_window=8",
+                 "lengths --seeds 0 1 2 3 --set carry_column=true attention_window=8",
+                 id="results.md lengths of a seed not run"),
 ]
 
 
