@@ -144,6 +144,12 @@ def copy_repository(dest: Path) -> Path:
     return dest
 
 
+def block_copy(tmp_path: Path) -> Path:
+    """The block's one copy of the repository, made at its first use: its commands run from there in turn."""
+    copy = tmp_path / "repo"
+    return copy if copy.exists() else copy_repository(copy)
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory) -> Path:
     """A run folder of AdderRLConfig made by the real entry script in seconds: metrics and a snapshot."""
@@ -253,7 +259,7 @@ def run_tool(name: str, args: list, where: str, tmp_path: Path, monkeypatch):
     module = {"benchmark": benchmark, "study": study, "lengths": lengths}[name]
     monkeypatch.setattr(module, "launch", types.SimpleNamespace(REPO=str(tmp_path), run=refuse_to_train))
     if module is lengths:
-        copy = copy_repository(tmp_path / "lengths-repo")
+        copy = block_copy(tmp_path)
         monkeypatch.setattr(results, "ROOT", str(copy / "results"))
         monkeypatch.chdir(copy)  # (a run's folder, out/lengths/..., is relative to it)
     elif module is benchmark:
@@ -303,7 +309,7 @@ def plotted_folders(argv: list) -> list:
 
 def check_bash(block: Block, tmp_path: Path, request, monkeypatch) -> list:
     """Each command of the block in order; returns [(line, why)] of those not run."""
-    skipped, copy = [], None
+    skipped = []
     for line, command in commands(block):
         where = f"{block.file}:{line}"
         why = not_run(block, command)
@@ -319,7 +325,7 @@ def check_bash(block: Block, tmp_path: Path, request, monkeypatch) -> list:
         elif argv[:2] == ["python", "-m"] and argv[2] in ("rl.tools.benchmark", "rl.tools.study", "rl.tools.lengths"):
             run_tool(argv[2].rsplit(".", 1)[1], argv[3:], where, tmp_path, monkeypatch)
         else:  # quick: as shown, from the repository root (a copy, so whatever it writes stays in tmp_path)
-            copy = copy or copy_repository(tmp_path / "repo")
+            copy = block_copy(tmp_path)
             plotted = plotted_folders(argv)
             for folder in plotted:
                 shutil.copytree(request.getfixturevalue("tiny_run"), copy / folder)

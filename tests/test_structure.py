@@ -106,7 +106,6 @@ def test_only_the_entry_script_and_the_trainer_compose_the_settings(graph):
 
 
 def test_no_import_cycle_in_the_library(graph):
-
     def visit(module, stack):
         assert module not in stack, " -> ".join([*stack, module])
         for dep in graph.get(module, ()):
