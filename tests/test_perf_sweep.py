@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from rl.graphs import CapturedSteps
@@ -211,3 +212,20 @@ def test_a_fixed_update_starts_the_models_a_first_step_starts():
     assert trainer.ref_model is not None and len(batch) > 0
     update()
     assert any(not torch.equal(v, critic[k]) for k, v in critic_of(trainer).state_dict().items())
+
+
+def test_the_gpu_tool_without_cuda_is_one_line_and_exit_2_and_its_table_still_prints(monkeypatch, capsys):
+    """Without CUDA its runs would train on the CPU for hours and file CPU seconds as a GPU's."""
+    from rl.tools import gpu
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(gpu, "run", lambda *a: pytest.fail("started a run without CUDA"))
+    monkeypatch.setattr(sys, "argv", ["gpu.py", "--configs", "AdderRLConfig"])
+    with pytest.raises(SystemExit) as stop:
+        gpu.main()
+    out, err = capsys.readouterr()
+    assert stop.value.code == 2 and out == "" and err == gpu.NO_CUDA + "\n"
+    assert gpu.NO_CUDA == ("error: python -m rl.tools.gpu runs the presets on a GPU, and CUDA is not available here; "
+                           "--table prints the saved results, python -m rl.tools.benchmark runs them on the CPU")
+    monkeypatch.setattr(sys, "argv", ["gpu.py", "--table"])
+    gpu.main()
+    assert "| AdderRLConfig |" in capsys.readouterr().out  # the saved results/gpu/ files

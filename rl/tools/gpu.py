@@ -18,10 +18,17 @@ import argparse
 import json
 import os
 import statistics
+import sys
 from types import SimpleNamespace
+
+import torch
 
 from rl.tools import benchmark, launch, results
 from rl.tools.report import first_reaching, markdown_table, median_range
+
+# without CUDA the runs would train on the CPU for hours and file CPU seconds as a GPU's
+NO_CUDA = ("error: python -m rl.tools.gpu runs the presets on a GPU, and CUDA is not available here; "
+           "--table prints the saved results, python -m rl.tools.benchmark runs them on the CPU")
 
 # preset -> (the validation accuracy its choice aims at, the candidates: --set overrides on the preset). Every
 # candidate evaluates often (a graph-replayed evaluation costs milliseconds), in one batch a split, trains in one
@@ -110,6 +117,9 @@ def main():
     parser.add_argument("--out_dir", default=os.path.join(launch.REPO, "out", "gpu"))
     parser.add_argument("--table", action="store_true", help="print the tables of results/gpu/*/, running nothing")
     args = parser.parse_args()
+    if not args.table and not torch.cuda.is_available():
+        print(NO_CUDA, file=sys.stderr)
+        raise SystemExit(2)
     if not args.table:
         for name in args.configs:
             chosen = choose(name, args.choose_seed, args.out_dir)
