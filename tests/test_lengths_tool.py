@@ -207,6 +207,9 @@ def test_a_seed_whose_own_warm_start_wins_reads_its_plain_run_back(tmp_path, mon
      "--warm_start_tries chooses sft_seed itself; leave sft_seed out of --set"),
     (["--warm_start_tries", "0"], "--warm_start_tries must be 1 to 1000, got 0"),
     (["--warm_start_tries", "2", "--warm_start_target", "1.5"], "--warm_start_target must be in (0, 1], got 1.5"),
+    (["--table", "--ndigits", "10", "0"], "--ndigits takes positive integers, got 0"),
+    (["--k", "1", "-8"], "--k takes positive integers, got -8"),
+    (["--num", "0"], "--num takes positive integers, got 0"),
 ])
 def test_a_choice_of_warm_starts_it_cannot_make_is_refused_in_one_line(argv, message, monkeypatch, capsys):
     """`python -m rl.tools.lengths ARGV` in process (its checks come before anything runs; the snippet tests run
@@ -218,6 +221,19 @@ def test_a_choice_of_warm_starts_it_cannot_make_is_refused_in_one_line(argv, mes
     out, err = capsys.readouterr()
     assert exit_.value.code == 2 and out == ""
     assert err.startswith("usage: lengths.py") and err.splitlines()[-1] == f"lengths.py: error: {message}"
+
+
+def test_a_setting_the_script_would_refuse_is_refused_before_a_seed_runs(tmp_path, monkeypatch):
+    """--set as rl/rl_ddp.py reads it: one line (exit 1, as the run's own refusal would end the tool), no run and
+    no run folder left behind."""
+    from rl.tools import lengths
+    monkeypatch.chdir(tmp_path)  # (a run's folder: out/lengths/ under the working directory)
+    monkeypatch.setattr(lengths.launch, "run", lambda *a, **kw: pytest.fail("ran a run"))
+    monkeypatch.setattr(sys, "argv", ["lengths.py", "--seeds", "7", "--set", "rl_ndigts=1-20"])
+    with pytest.raises(SystemExit) as exit_:
+        lengths.main()
+    assert exit_.value.code == "error: unknown option --rl_ndigts; did you mean --rl_ndigits? (--help lists every option)"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_choice_line_names_the_warm_start_chosen_each_try_and_their_seconds():

@@ -108,6 +108,31 @@ def test_the_benchmark_reads_a_saved_run_back_and_adds_only_a_missing_baseline(t
     assert calls == [("X", 0, ["k=1"])]
 
 
+def test_the_comparison_refuses_before_any_run_a_run_the_script_would_refuse(monkeypatch):
+    """Each config and --runs' settings as rl/rl_ddp.py reads them, before the first warm start's minutes."""
+    monkeypatch.setattr(compare.launch, "run", lambda *a, **kw: pytest.fail("went on to run"))
+
+    def refusal(*argv):
+        monkeypatch.setattr(sys, "argv", ["compare.py", *argv])
+        with pytest.raises(SystemExit) as e:
+            compare.main()
+        return e.value.code
+    assert refusal("--configs", "AdderRLConfg").startswith(
+        "error: unknown config 'AdderRLConfg'; did you mean 'AdderRLConfig'? known configs: ")
+    assert refusal("--runs", "grpo", "ppo:rl_batch_size=abc") == "error: --rl_batch_size expects an integer, got 'abc'"
+    assert refusal("--runs", "dapo:problem_sampler=uniform,dynamic_sampling_max_rounds=-1") == (
+        "error: dynamic_sampling_max_rounds must be zero or positive, got -1")
+
+
+def test_the_study_refuses_before_its_first_variant_runs_a_later_one_the_script_would_refuse(monkeypatch):
+    from rl.tools import study
+    monkeypatch.setattr(study.launch, "run", lambda *a, **kw: pytest.fail("went on to run"))
+    monkeypatch.setattr(sys, "argv", ["study.py", "--variants", "default:", "small:rl_batch_size=0"])
+    with pytest.raises(SystemExit) as e:
+        study.main()
+    assert e.value.code == "error: rl_batch_size must be positive, got 0"
+
+
 def test_the_benchmark_refuses_before_any_run_what_would_fail_after_it(monkeypatch):
     """An unknown config, and --what_rl_adds on the task of many lengths (whose supervised arm cannot train on one
     MathEnvironment), are one line (SystemExit prints it, exit status 1) before any run; --table runs nothing."""
@@ -123,6 +148,15 @@ def test_the_benchmark_refuses_before_any_run_what_would_fail_after_it(monkeypat
         "python -m rl.tools.lengths --config LongAdderRLConfig compares RL with supervised training there, per length")
     assert refusal("--configs", "AdderRLConfig", "AdderRLConfg").startswith(
         "error: unknown config 'AdderRLConfg'; did you mean 'AdderRLConfig'? known configs: ")
+    # what the script refuses at its start, in any run's command: --set, a sampler, the processes
+    assert refusal("--configs", "AdderRLConfig", "--set", "rl_batch_size=0") == (
+        "error: rl_batch_size must be positive, got 0")
+    assert refusal("--configs", "AdderRLConfig", "--set", "rl_batch_siz=64") == (
+        "error: unknown option --rl_batch_siz; did you mean --rl_batch_size? (--help lists every option)")
+    assert refusal("--configs", "MultiplierRLConfig", "--samplers", "replay", "bogus") == (
+        "error: unknown problem_sampler 'bogus'; known: uniform, prioritized, replay, lengths")
+    assert refusal("--configs", "AdderRLConfig", "--nproc", "3") == (
+        "error: rl_batch_size=64 is not divisible by the 3 processes; use a multiple of 3")
     monkeypatch.setattr(benchmark, "measure", lambda args: ["ran"])  # the long task without --what_rl_adds: runs
     monkeypatch.setattr(benchmark, "tables", lambda rows: f"{rows}")
     monkeypatch.setattr(sys, "argv", ["benchmark.py", "--configs", "LongAdderRLConfig"])

@@ -255,9 +255,10 @@ def run_tool(name: str, args: list, where: str, tmp_path: Path, monkeypatch):
     names is validated; its out_dir default lies under tmp_path. lengths reads and writes (its plot) the results/
     of a copy of the repository, from whose root it runs."""
     from rl import run_dir
-    from rl.tools import benchmark, lengths, results, study
+    from rl.tools import benchmark, launch, lengths, results, study
     module = {"benchmark": benchmark, "study": study, "lengths": lengths}[name]
-    monkeypatch.setattr(module, "launch", types.SimpleNamespace(REPO=str(tmp_path), run=refuse_to_train))
+    monkeypatch.setattr(module, "launch", types.SimpleNamespace(REPO=str(tmp_path), run=refuse_to_train,
+                                                                check=launch.check))
     if module is lengths:
         copy = block_copy(tmp_path)
         monkeypatch.setattr(results, "ROOT", str(copy / "results"))

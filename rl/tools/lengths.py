@@ -437,6 +437,9 @@ def main():
         parser.error(f"--warm_start_tries must be 1 to {TRY_STRIDE}, got {args.warm_start_tries}")
     if not 0 < args.warm_start_target <= 1:
         parser.error(f"--warm_start_target must be in (0, 1], got {args.warm_start_target}")
+    for name, values in (("--ndigits", args.ndigits), ("--k", args.k), ("--num", [args.num])):
+        if min(values) < 1:  # (found only after a seed's training otherwise)
+            parser.error(f"{name} takes positive integers, got {min(values)}")
     tries = Tries(args.warm_start_tries, args.warm_start_target)
     if args.warm_start_tries > 1 and any(kv.startswith("sft_seed=") for kv in args.set):
         parser.error("--warm_start_tries chooses sft_seed itself; leave sft_seed out of --set")
@@ -444,6 +447,7 @@ def main():
     if args.table:
         recs = saved(args.config, args.set, args.seeds, tries)
     else:
+        launch.check(["--config_name", args.config, "--no_wandb", *[f"--{kv}" for kv in args.set]])
         recs = [run_seed(args.config, s, args.set, sorted(args.ndigits), args.num, sorted(set(args.k)),
                          tries) for s in args.seeds or [0]]
     if not recs:

@@ -61,10 +61,12 @@ def main():
                         help="KEY=VALUE,... set in every variant (evaluations every 10 steps time the curve finely)")
     parser.add_argument("--out_dir", default=os.path.join(launch.REPO, "out", "study"))
     args = parser.parse_args()
+    variants = [(name, [kv for kv in f"{args.common},{settings}".split(",") if kv])
+                for name, _, settings in (spec.partition(":") for spec in args.variants)]
+    for name, overrides in variants:  # every variant as the script reads it, before the first one's minutes
+        launch.check(["--config_name", args.config, "--no_wandb", *[f"--{kv}" for kv in overrides]])
     rows = []
-    for spec in args.variants:
-        name, _, settings = spec.partition(":")
-        overrides = [kv for kv in f"{args.common},{settings}".split(",") if kv]
+    for name, overrides in variants:
         for seed in args.seeds:
             rows.append(run_variant(args.config, name, overrides, seed, args.out_dir))
             print(json.dumps({k: v for k, v in rows[-1].items() if k != "curve"}), flush=True)
