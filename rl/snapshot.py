@@ -213,7 +213,7 @@ def check_init_from(config):
         snap = load_snapshot(config.init_from)
     except ConfigError as e:
         raise ConfigError(f"--init_from: {e}; pass another file, or --init_from=sft") from None
-    check_compatible(snap, config.init_from, config.model_args(), config.task_args())
+    check_compatible(snap, config.init_from, config.model_args(), config.task_args(), INIT_FIX)
 
 
 # ---- saving --------------------------------------------------------------------------------------------
@@ -234,8 +234,13 @@ def save_step(trainer, extra: dict, keep: int, info: dist.DistInfo) -> str:
     return path
 
 
-def check_compatible(snap: dict, path: str, model_args: dict, task: dict):
-    """One line naming both shapes (or tasks) when a snapshot does not fit the config."""
+RESUME_FIX = "use a matching config or --resume=never"
+INIT_FIX = "use a matching config, or --init_from=sft"  # (--resume=never would refuse the same file again)
+
+
+def check_compatible(snap: dict, path: str, model_args: dict, task: dict, fix: str = RESUME_FIX):
+    """One line naming both shapes (or tasks) when a snapshot does not fit the config, and the fix (resumed or
+    started from: fix)."""
     shown = ["n_layer", "n_head", "n_embed", "n_position", "vocab_size"]  # and whatever else differs (dropout, say)
     shown += sorted(k for k in {*snap["model_args"], *model_args} - set(shown)
                     if snap["model_args"].get(k) != model_args.get(k))
@@ -244,14 +249,13 @@ def check_compatible(snap: dict, path: str, model_args: dict, task: dict):
         return ", ".join(f"{k}={args.get(k)}" for k in shown)
     if snap["model_args"] != model_args:
         raise ConfigError(f"{path} holds a model of {shape(snap['model_args'])} but the config asks for "
-                          f"{shape(model_args)}; use a matching config or --resume=never")
+                          f"{shape(model_args)}; {fix}")
     theirs = snap.get("task")
     if theirs is None:
         raise ConfigError(f"{path} does not say which task it was trained on; it cannot be checked against "
                           f"task {task}, so it is refused")
     if theirs != task:
-        raise ConfigError(f"{path} was trained on task {theirs} but the config is task {task}; "
-                          f"use a matching config or --resume=never")
+        raise ConfigError(f"{path} was trained on task {theirs} but the config is task {task}; {fix}")
 
 
 def model_from_snapshot(snap: dict) -> GPT:

@@ -52,7 +52,7 @@ from rl.evaluate import evaluate
 from rl.graphs import CapturedSteps, can_capture, portable
 from rl.math_env import MathEnvironment
 from rl.run_dir import padded_path, progress_path, warm_start_path
-from rl.snapshot import check_compatible, load_snapshot, save_atomic, save_on_main
+from rl.snapshot import INIT_FIX, check_compatible, load_snapshot, save_atomic, save_on_main
 from rl.update import lr_lambda
 
 
@@ -239,7 +239,7 @@ def init_policy(config, env: MathEnvironment, policy, info: dist.DistInfo,
         return {"init_from": "scratch"}
     if config.init_from != "sft":
         snap = load_snapshot(config.init_from)
-        check_compatible(snap, config.init_from, config.model_args(), config.task_args())
+        check_compatible(snap, config.init_from, config.model_args(), config.task_args(), INIT_FIX)
         model.load_state_dict(snap["model"])
         print0(f"Init: weights from {config.init_from}")
         return {"init_from": config.init_from}

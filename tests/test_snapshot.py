@@ -77,6 +77,20 @@ def test_a_model_that_differs_only_in_dropout_is_named_by_it():
                             "vocab_size=14, dropout=0.1; use a matching config or --resume=never")
 
 
+def test_a_snapshot_of_another_task_given_as_init_from_names_init_froms_fix_not_resumes(tmp_path):
+    """--resume=never would refuse the same --init_from file again: the fix is another file, or the warm start."""
+    from rl.rl_ddp import config_from_args
+    trainer = make_trainer(out_dir=str(tmp_path / "run"), init_from="scratch")  # an adder's
+    path = str(tmp_path / "adder.pt")
+    snapshot.save_atomic(trainer.state_dict(), path)
+    config = config_from_args(["--config_name", "MultiplierRLConfig", f"--init_from={path}",
+                               *[f"--{k}={trainer.config.model_args()[k]}" for k in ("n_layer", "n_head", "n_embed")]])
+    with pytest.raises(snapshot.ConfigError) as e:
+        snapshot.check_init_from(config)
+    assert str(e.value).startswith(f"{path} holds a model of ") and "but the config asks for" in str(e.value)
+    assert str(e.value).endswith("; use a matching config, or --init_from=sft")
+
+
 def test_a_file_that_does_not_say_its_task_is_refused():
     args = {"n_layer": 1}
     with pytest.raises(snapshot.ConfigError, match="x.pt does not say which task it was trained on; it cannot be "
