@@ -232,7 +232,8 @@ def test_a_setting_the_script_would_refuse_is_refused_before_a_seed_runs(tmp_pat
     monkeypatch.setattr(sys, "argv", ["lengths.py", "--seeds", "7", "--set", "rl_ndigts=1-20"])
     with pytest.raises(SystemExit) as exit_:
         lengths.main()
-    assert exit_.value.code == "error: unknown option --rl_ndigts; did you mean --rl_ndigits? (--help lists every option)"
+    assert exit_.value.code == ("error: unknown option --rl_ndigts; did you mean --rl_ndigits? "
+                                "(--help lists every option)")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -258,7 +258,7 @@ def run_tool(name: str, args: list, where: str, tmp_path: Path, monkeypatch):
     from rl.tools import benchmark, launch, lengths, results, study
     module = {"benchmark": benchmark, "study": study, "lengths": lengths}[name]
     monkeypatch.setattr(module, "launch", types.SimpleNamespace(REPO=str(tmp_path), run=refuse_to_train,
-                                                                check=launch.check))
+                                                                check_command=launch.check_command))
     if module is lengths:
         copy = block_copy(tmp_path)
         monkeypatch.setattr(results, "ROOT", str(copy / "results"))

@@ -370,8 +370,8 @@ def main():
         check_configs(args.configs, args.what_rl_adds)
         for name in args.configs:  # every run's command as the script reads it (seed and folder: any)
             for sampler in args.samplers or [None]:
-                launch.check(script_args(name, 0, args.out_dir, sampler_args(sampler) if sampler else [], args.set),
-                             args.nproc)
+                extra = sampler_args(sampler) if sampler else []
+                launch.check_command(script_args(name, 0, args.out_dir, extra, args.set), args.nproc)
     rows = saved_results() if args.table else measure(args)
     print("\nmedian (min-max) over seeds; accuracies are greedy exact match of the final answer on the test split\n\n"
           + tables(rows))

@@ -131,14 +131,13 @@ def main():
     for spec in args.runs:
         if spec.partition(":")[0] not in ALGORITHMS:
             raise SystemExit(f"unknown algorithm in --runs {spec!r}; known: {', '.join(ALGORITHMS)}")
-    if not args.table:  # each run's command as one_run gives it (its warm start's file aside)
-        for config in args.configs:
-            launch.check(["--config_name", config, "--no_wandb", "--resume=never"])
+    if not args.table:
+        for config in args.configs:  # each run's command as one_run gives it (its warm start's file aside)
+            launch.check_command(["--config_name", config, "--no_wandb", "--resume=never"])
             for spec in args.runs:
                 algorithm, _, settings = spec.partition(":")
-                launch.check(["--config_name", config, f"--rl_algorithm={algorithm}", "--no_wandb", "--resume=never",
-                              *[f"--{kv}" for kv in settings.split(",") if kv]])
-    if not args.table:
+                launch.check_command(["--config_name", config, f"--rl_algorithm={algorithm}", "--no_wandb",
+                                      "--resume=never", *[f"--{kv}" for kv in settings.split(",") if kv]])
         for seed in args.seeds:  # seed-major, so a partial comparison already covers every run
             for config in args.configs:
                 for spec in args.runs:

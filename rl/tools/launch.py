@@ -1,7 +1,7 @@
 """One way to run the entry script, rl/rl_ddp.py, in a subprocess: for the tools and the tests.
 
     run(["--config_name", "AdderRLConfig", "--rl_train_steps=10"], nproc=2, threads=1)
-    check(["--config_name", "AdderRLConfig", "--rl_batch_size=0"])   # the script's refusal, before any run
+    check_command(["--config_name", "AdderRLConfig", "--rl_batch_size=0"])   # the script's refusal, before any run
 
 A tool stopped while a run is in progress (Ctrl-C, SIGTERM from `kill` or `timeout`, a closed terminal) stops the
 run the way rl/rl_ddp.py stops itself: at the end of its step, with a snapshot. The tool waits for that, then exits
@@ -58,7 +58,7 @@ def passing_signals_to(proc: subprocess.Popen):
             signal.signal(s, handler)
 
 
-def check(args: list, nproc: int = 1):
+def check_command(args: list, nproc: int = 1):
     """Refuse in one line, before any run's minutes, the command rl/rl_ddp.py would refuse at its start: a tool
     that runs many would otherwise fail at its first run of a bad --set, or after the runs before it."""
     from configs.cli import build_config, parse_command_line  # (the tools' launcher needs no config otherwise)

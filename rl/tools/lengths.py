@@ -447,7 +447,7 @@ def main():
     if args.table:
         recs = saved(args.config, args.set, args.seeds, tries)
     else:
-        launch.check(["--config_name", args.config, "--no_wandb", *[f"--{kv}" for kv in args.set]])
+        launch.check_command(["--config_name", args.config, "--no_wandb", *[f"--{kv}" for kv in args.set]])
         recs = [run_seed(args.config, s, args.set, sorted(args.ndigits), args.num, sorted(set(args.k)),
                          tries) for s in args.seeds or [0]]
     if not recs:

@@ -64,7 +64,7 @@ def main():
     variants = [(name, [kv for kv in f"{args.common},{settings}".split(",") if kv])
                 for name, _, settings in (spec.partition(":") for spec in args.variants)]
     for name, overrides in variants:  # every variant as the script reads it, before the first one's minutes
-        launch.check(["--config_name", args.config, "--no_wandb", *[f"--{kv}" for kv in overrides]])
+        launch.check_command(["--config_name", args.config, "--no_wandb", *[f"--{kv}" for kv in overrides]])
     rows = []
     for name, overrides in variants:
         for seed in args.seeds:
