@@ -215,6 +215,7 @@ def test_a_choice_of_warm_starts_it_cannot_make_is_refused_in_one_line(argv, mes
     """`python -m rl.tools.lengths ARGV` in process (its checks come before anything runs; the snippet tests run
     the command itself): exit 2, nothing on stdout, the usage and one line of error on stderr."""
     from rl.tools import lengths
+    monkeypatch.setattr(lengths.launch, "run", lambda *a, **kw: pytest.fail("ran a run"))  # (were a check gone)
     monkeypatch.setattr(sys, "argv", ["lengths.py", *argv])
     with pytest.raises(SystemExit) as exit_:
         lengths.main()

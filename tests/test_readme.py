@@ -131,6 +131,14 @@ def test_the_study_refuses_before_its_first_variant_runs_a_later_one_the_script_
     with pytest.raises(SystemExit) as e:
         study.main()
     assert e.value.code == "error: rl_batch_size must be positive, got 0"
+    # a variant starting from the warm start an earlier one leaves is checked as it starts, not refused now
+    ran = []
+    monkeypatch.setattr(study, "run_variant", lambda config, name, *a: ran.append(name) or pytest.fail("ran"))
+    later = "init_from=out/study/AdderRLConfig-first-seed0/warm_start.pt"
+    monkeypatch.setattr(sys, "argv", ["study.py", "--variants", "first:", f"second:{later}"])
+    with pytest.raises(pytest.fail.Exception, match="ran"):
+        study.main()
+    assert ran == ["first"]
 
 
 def test_the_benchmark_refuses_before_any_run_what_would_fail_after_it(monkeypatch):

@@ -61,10 +61,10 @@ def passing_signals_to(proc: subprocess.Popen):
 def check_command(args: list, nproc: int = 1):
     """Refuse in one line, before any run's minutes, the command rl/rl_ddp.py would refuse at its start: a tool
     that runs many would otherwise fail at its first run of a bad --set, or after the runs before it."""
-    from configs.cli import build_config, parse_command_line  # (the tools' launcher needs no config otherwise)
-    from rl.errors import ConfigError
+    from rl.errors import ConfigError  # (the tools' launcher needs no config otherwise)
+    from rl.rl_ddp import config_from_args
     try:
-        build_config(parse_command_line(args)).validate_world_size(nproc)
+        config_from_args(args).validate_world_size(nproc)
     except ConfigError as e:
         raise SystemExit(f"error: {e}") from None
 

@@ -52,6 +52,13 @@ def summarize(rec: dict) -> dict:
             "total_seconds": round(summary["total_seconds"], 1)}
 
 
+def starts_from_a_later_file(overrides: list) -> bool:
+    """Whether a variant's init_from names a file not there yet: the warm start an earlier variant of the same
+    command leaves in its folder (docs/results.md, "Choosing RL's settings for K = 256")."""
+    init = next((kv.partition("=")[2] for kv in overrides if kv.startswith("init_from=")), "sft")
+    return init not in ("sft", "scratch") and not os.path.exists(init)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="AdderRLConfig")
@@ -63,8 +70,9 @@ def main():
     args = parser.parse_args()
     variants = [(name, [kv for kv in f"{args.common},{settings}".split(",") if kv])
                 for name, _, settings in (spec.partition(":") for spec in args.variants)]
-    for name, overrides in variants:  # every variant as the script reads it, before the first one's minutes
-        launch.check_command(["--config_name", args.config, "--no_wandb", *[f"--{kv}" for kv in overrides]])
+    for name, overrides in variants:  # every variant as the script reads it, before the first one's minutes,
+        if not starts_from_a_later_file(overrides):  # (that one: checked as it starts)
+            launch.check_command(["--config_name", args.config, "--no_wandb", *[f"--{kv}" for kv in overrides]])
     rows = []
     for name, overrides in variants:
         for seed in args.seeds:
