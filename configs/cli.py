@@ -147,7 +147,9 @@ def field_help(cls: type) -> list:
         setter, introducer = owners[0], owners[-1]
         reason = docs[setter].get(f.name, "")
         # a preset's own reason: one that differs from what it inherits (field_docs merges, subclass wins)
-        own = (setter.__name__, reason) if len(owners) > 1 and reason != docs[owners[1]].get(f.name, "") else None
+        # (a part of presets, not one itself, such as configs/gpu.py's OnOneGPU, is named by the preset it is in)
+        name = setter.__name__ if issubclass(setter, BaseRLConfig) else cls.__name__
+        own = (name, reason) if len(owners) > 1 and reason != docs[owners[1]].get(f.name, "") else None
         rows.append((f.name, getattr(cls, f.name), docs[introducer].get(f.name, ""), own))
     return rows
 

@@ -25,6 +25,7 @@ from tqdm import tqdm
 from configs import get_config_class
 from configs.base import BaseRLConfig
 from configs.cli import CommandLine, build_config, parse_command_line, print_help
+from configs.gpu import GPU_PRESETS, cpu_preset, gpu_preset_for
 from rl import dist
 from rl.dist import print0
 from rl.errors import ConfigError, MetricsError, SnapshotWriteError, TrainingError
@@ -41,6 +42,30 @@ def config_from_args(argv: list) -> BaseRLConfig:
     """The config a command line of this script resolves to (--config_name, --debug, --KEY=VALUE), validated
     as a run validates it before it starts."""
     return build_config(parse_command_line(argv))
+
+
+def check_start(argv: list, world_size: int = 1) -> BaseRLConfig:
+    """What a run of this command line checks before it starts, for `world_size` processes: the config, the
+    batch split across the processes, the device and backend (ConfigError: one line)."""
+    cli = parse_command_line(argv)
+    config = build_config(cli)
+    config.validate_world_size(world_size)
+    pick_device(config, cli, 0)
+    return config
+
+
+def pick_device(config: BaseRLConfig, cli: CommandLine, local_rank: int):
+    """(torch.device, backend) this run uses, or ConfigError (one line): a GPU preset where CUDA is not
+    available names the CPU preset it was made from."""
+    try:
+        return dist.pick_device_and_backend(config.device, config.backend, local_rank)
+    except ValueError as e:
+        preset = type(config)  # (device='cuda' fails only where CUDA is not available)
+        if preset in GPU_PRESETS and config.device == "cuda" and "device" not in cli.overrides:
+            raise ConfigError(f"{config.name} is sized for a GPU and CUDA is not available here; run "
+                              f"{cpu_preset(preset).__name__} on the CPU, or pass --device=cpu to run {config.name} "
+                              f"here anyway") from None
+        raise ConfigError(str(e)) from None  # one line and exit code 2, like all bad input
 
 
 def evaluate_and_report(trainer: MathRLTrainer, metrics: dict, prefix: str):
@@ -131,6 +156,13 @@ def how_it_runs(trainer: MathRLTrainer) -> str:
         ", graphed RL steps" if trainer.updater.graphed else "") + (", torch.compile" if c.compile else "")
 
 
+def gpu_hint(config_name: str) -> str:
+    """What a run of a CPU preset on a GPU says about the GPU preset made from it ("": it has none)."""
+    gpu = gpu_preset_for(config_name)
+    return (f"{config_name}'s steps are sized for a CPU; on a GPU, {gpu.__name__} has its settings chosen there "
+            f"(configs/gpu.py, README \"On a GPU\")") if gpu else ""
+
+
 def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume: Resume, stop: GracefulStop) -> int:
     # ---- model and trainer, then where RL starts: the snapshot to continue, or the warm start (or its cache)
     t_start = time.time()
@@ -140,6 +172,8 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume: R
     print0(f"{config.name}: {trainer.model.num_params() / 1e6:.2f}M parameters, {info.world_size} process(es) on "
            f"{info.device.type} ({how_it_runs(trainer)}), {dist.num_threads()} thread(s) each, "
            f"out_dir={config.out_dir}")
+    if info.device.type == "cuda" and (hint := gpu_hint(config.name)):
+        print0(hint)
 
     snap = resume.snap  # its wandb run id lets a restarted run log on to the same wandb run
     init_info = where_rl_starts(trainer, resume, cli.resume_mode == "never", stop)
@@ -265,10 +299,7 @@ def main(argv=None) -> int:
             return 0
         config = build_config(cli)
         config.validate_world_size(info.world_size)
-        try:
-            device, backend = dist.pick_device_and_backend(config.device, config.backend, info.local_rank)
-        except ValueError as e:
-            raise ConfigError(str(e)) from None  # one line and exit code 2, like all bad input
+        device, backend = pick_device(config, cli, info.local_rank)
         check_writable(config.out_dir)  # first: the lock below is a file in out_dir
         lock = RunLock(config.out_dir, info.rank)  # before any snapshot is read: another run may be writing them
         resume = find_resume(cli.resume_mode, config)

@@ -113,7 +113,7 @@ def one_line_error(args, env=None, forked=True):
 
 def test_bad_input_in_a_new_interpreter_is_one_line_and_exit_2():
     assert one_line_error(["--config_name", "NoSuchConfig"], forked=False).startswith(
-        "error: unknown config 'NoSuchConfig'; known configs: AdderRLConfig, ")
+        "error: unknown config 'NoSuchConfig'; known configs: AdderGPUConfig, AdderRLConfig, ")
 
 
 @pytest.mark.parametrize("args,message", [

@@ -359,6 +359,62 @@ def test_devices_and_backends_this_machine_cannot_run(monkeypatch):
     assert dist.pick_device_and_backend("auto", "auto", 0) == (dist.torch.device("cpu"), "gloo")
 
 
+def test_each_gpu_preset_runs_as_the_gpu_runs_the_readme_reports_did():
+    """A GPU preset (configs/gpu.py) is the README's GPU rows in one name: its CPU preset with exactly the settings
+    of the runs in results/gpu/ that rl/tools/readme.py reports, on both cards; a change to either fails here."""
+    from configs.gpu import GPU_PRESETS, cpu_preset
+    from rl.tools import gpu, readme
+    for card in (readme.README_GPU, readme.CHOICE_GPU):
+        runs = readme.gpu_runs(card)
+        assert {gpu.preset_of(config, rs[0]["set"]) for config, rs in runs.items()} == set(GPU_PRESETS), card
+    adder = next(cls for cls in GPU_PRESETS if cpu_preset(cls).__name__ == "AdderRLConfig")
+    ran = readme.gpu_runs()["AdderRLConfig"][0]["set"]
+    assert gpu.preset_of("AdderRLConfig", ran) is adder
+    # one setting more, one less or one other than the preset's: another set of runs
+    assert gpu.preset_of("AdderRLConfig", [*ran, "seed=3"]) is None
+    assert gpu.preset_of("AdderRLConfig", ran[1:]) is None
+    assert gpu.preset_of("AdderRLConfig", [kv.replace("=512", "=256") for kv in ran]) is None
+    assert gpu.preset_of("LongAdderRLConfig", []) is None  # (no GPU preset is made from it)
+    for cls in GPU_PRESETS:  # each runs where its CPU preset runs, but for the device
+        gpu_config, cpu_config = cls().get_args_ready(), cpu_preset(cls)().get_args_ready()
+        assert gpu_config.device == "cuda" and cpu_config.device == "auto"
+        assert (gpu_config.task, gpu_config.ndigit, gpu_config.show_work, gpu_config.n_layer) == (
+            cpu_config.task, cpu_config.ndigit, cpu_config.show_work, cpu_config.n_layer)
+
+
+def test_a_gpu_preset_without_cuda_is_refused_naming_its_cpu_preset(monkeypatch, capsys):
+    from rl import rl_ddp
+    from rl.tools import launch
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    line = ("AdderGPUConfig is sized for a GPU and CUDA is not available here; run AdderRLConfig on the CPU, or pass "
+            "--device=cpu to run AdderGPUConfig here anyway")
+    assert rl_ddp.main(["--config_name", "AdderGPUConfig", "--no_wandb"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [f"error: {line}"]
+    with pytest.raises(ConfigError) as e:
+        rl_ddp.check_start(["--config_name", "Multiplier3GPUConfig"])
+    assert str(e.value).startswith("Multiplier3GPUConfig is sized for a GPU and CUDA is not available here; run "
+                                   "Multiplier3RLConfig on the CPU")
+    with pytest.raises(SystemExit) as e:  # the tools refuse it before their first run
+        launch.check_command(["--config_name", "AdderGPUConfig"])
+    assert str(e.value) == f"error: {line}"
+    # asked for by name, CUDA is the user's own choice: the plain message
+    with pytest.raises(ConfigError, match="^device='cuda' was asked for but CUDA is not available here; use --device"):
+        rl_ddp.check_start(["--config_name", "AdderGPUConfig", "--device=cuda"])
+    # and on the CPU when asked to
+    assert rl_ddp.check_start(["--config_name", "MultiplierGPUConfig", "--device=cpu"]).device == "cpu"
+
+
+def test_a_cpu_preset_on_a_gpu_names_the_gpu_preset_made_from_it():
+    from rl.rl_ddp import gpu_hint
+    assert gpu_hint("MultiplierRLConfig") == ("MultiplierRLConfig's steps are sized for a CPU; on a GPU, "
+                                              "MultiplierGPUConfig has its settings chosen there (configs/gpu.py, "
+                                              "README \"On a GPU\")")
+    assert "Multiplier3GPUConfig has" in gpu_hint("Multiplier3RLConfig") and "AdderGPUConfig has" in gpu_hint(
+        "AdderRLConfig")
+    assert gpu_hint("ScarceMultiplierRLConfig") == gpu_hint("AdderGPUConfig") == ""
+
+
 LAUNCHER_FIX = "launch with torchrun, or unset RANK, LOCAL_RANK and WORLD_SIZE"
 MASTER = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
 
@@ -598,6 +654,18 @@ def test_help_of_a_field_a_preset_overrides_keeps_the_base_values_and_range_and_
     assert three[0] == "  --problem_sampler='uniform'" and three[2].startswith("      Multiplier3RLConfig: measured")
     scarce = field_blocks(help_text(capsys, "ScarceMultiplierRLConfig"))["replay_share"]  # its value: the parent's
     assert scarce[0] == "  --replay_share=0.75" and scarce[2].startswith("      MultiplierRLConfig: three quarters")
+
+
+def test_help_of_a_gpu_preset_gives_its_reasons_under_its_own_name(capsys):
+    """What every GPU preset sets alike (configs/gpu.py's OnOneGPU, not a config) is said as the preset's own."""
+    blocks = field_blocks(help_text(capsys, "MultiplierGPUConfig"))
+    own = get_config_class("MultiplierGPUConfig").field_docs()["device"]
+    assert blocks["device"] == ["  --device='cuda'", f"      {one_line(BaseRLConfig.field_docs()['device'])}",
+                                f"      MultiplierGPUConfig: {one_line(own)}"]
+    assert blocks["device"][2].startswith("      MultiplierGPUConfig: sized for a GPU: refused at start")
+    assert blocks["sft_target_accuracy"][2].startswith("      MultiplierGPUConfig: a supervised step costs")
+    # its CPU preset's own reasons stay where the GPU preset keeps the value
+    assert blocks["replay_share"][2].startswith("      MultiplierRLConfig: three quarters of each step")
 
 
 def test_help_says_what_a_none_default_means_and_the_algorithm_value(capsys):

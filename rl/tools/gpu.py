@@ -11,7 +11,9 @@ finishes, naming the GPU, its driver and torch; a run whose file exists for this
 The choice looks at validation only: of a preset's CANDIDATES (each a list of --set overrides), the one whose
 validation accuracy first reaches the preset's target soonest on the run's clock; a candidate that never
 reaches it ranks after every one that does, by its final validation accuracy. The chosen settings are then run
-on every seed, and the test split (reported) is read only there.
+on every seed, and the test split (reported) is read only there. The settings the README reports are kept as the
+GPU presets of configs/gpu.py (`preset_of` names the preset that runs as a set of runs did; tests/test_config.py
+holds the two together), so a new choice is written there too.
 """
 
 import argparse
@@ -23,6 +25,8 @@ from types import SimpleNamespace
 
 import torch
 
+from configs.gpu import gpu_preset_for
+from rl.rl_ddp import config_from_args
 from rl.tools import benchmark, launch, results
 from rl.tools.report import first_reaching, markdown_table, median_range
 
@@ -58,6 +62,17 @@ CANDIDATES = {  # (the 256-prompt candidates of earlier sessions lost on an H200
         [*MULTIPLIER3, *MATMUL, "sft_target_accuracy=0.95"],
     ]),
 }
+
+
+def preset_of(config_name: str, overrides: list):
+    """The GPU preset (configs/gpu.py) that runs as config_name with these --set overrides does on CUDA (None: no
+    GPU preset does): the name the README gives such runs."""
+    gpu = gpu_preset_for(config_name)
+    if gpu is None:
+        return None
+    ran = config_from_args(["--config_name", config_name, *(f"--{kv}" for kv in overrides)]).to_dict()
+    preset = config_from_args(["--config_name", gpu.__name__]).to_dict()
+    return gpu if all(ran[k] == preset[k] for k in ran if k not in ("device", "out_dir")) else None
 
 
 def run(config_name: str, seed: int, overrides: list, out_dir: str) -> dict:

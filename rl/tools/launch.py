@@ -62,9 +62,9 @@ def check_command(args: list, nproc: int = 1):
     """Refuse in one line, before any run's minutes, the command rl/rl_ddp.py would refuse at its start: a tool
     that runs many would otherwise fail at its first run of a bad --set, or after the runs before it."""
     from rl.errors import ConfigError  # (the tools' launcher needs no config otherwise)
-    from rl.rl_ddp import config_from_args
+    from rl.rl_ddp import check_start
     try:
-        config_from_args(args).validate_world_size(nproc)
+        check_start(args, nproc)
     except ConfigError as e:
         raise SystemExit(f"error: {e}") from None
 

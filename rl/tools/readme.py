@@ -67,18 +67,18 @@ def headline() -> str:
         sampler = {r["sampler"] for r in rs} - {"default"}
         sources.append(f"`python -m rl.tools.benchmark --configs {config} --seeds {' '.join(str(r['seed']) for r in rs)}"
                        + "".join(f" --samplers {s}" for s in sorted(sampler)) + "`")
-    for config, rs in gpu_runs().items():  # (the GPU's settings in the command; "On a GPU" below says more)
-        rows.append([f"`{config}`", what_it_learns(rs[0]["resolved_config"]), rs[0]["gpu"], len(rs),
+    for config, rs in gpu_runs().items():  # ("On a GPU" below says which settings, and where chosen)
+        name, command = gpu_command(config, rs[0]["set"])
+        rows.append([f"`{name}`", what_it_learns(rs[0]["resolved_config"]), rs[0]["gpu"], len(rs),
                      median_range([r["final_accuracy"] for r in rs]), median_range([r["wall_seconds"] for r in rs],
-                                                                                  "{:.0f}"),
-                     f"`python rl/rl_ddp.py --config_name {config} {' '.join('--' + kv for kv in rs[0]['set'])}`"])
+                                                                                  "{:.0f}"), f"`{command}`"])
     table = markdown_table(["preset", "task", "machine", "seeds", "test accuracy, median (min-max)",
                             "wall s (warm start included)", "command"], rows)
     return (table + "\n\nCPU rows: " + "; ".join(sorted(machines)) + ", one run at a time, from the files in "
             "`results/benchmark/` written by " + ", ".join(sources) + " (each run is the command shown with "
             "`--seed=S --no_wandb`, and the preset's own `--problem_sampler` where the benchmark names it). GPU rows: "
-            "`results/gpu/<GPU>/`: settings chosen by `python -m rl.tools.gpu` on an H100, run on the card named (README, "
-            "\"On a GPU\").")
+            "`results/gpu/<GPU>/`: the CPU preset with its GPU preset's settings (`configs/gpu.py`), chosen by `python "
+            "-m rl.tools.gpu` on an H100, run on the card named (README, \"On a GPU\").")
 
 
 def problem_selection() -> str:
@@ -219,6 +219,16 @@ def gpu_runs(card: str = README_GPU) -> dict:
     return runs
 
 
+def gpu_command(config: str, overrides: list) -> tuple:
+    """(the preset's name, the command) that runs as these runs did: their GPU preset (configs/gpu.py) where one
+    has exactly their settings, else the CPU preset with the settings written out."""
+    from rl.tools.gpu import preset_of
+    gpu = preset_of(config, overrides)
+    if gpu is not None:
+        return gpu.__name__, f"python rl/rl_ddp.py --config_name {gpu.__name__}"
+    return config, f"python rl/rl_ddp.py --config_name {config} {' '.join('--' + kv for kv in overrides)}"
+
+
 def gpu_presets(card: str = README_GPU) -> str:
     """The presets on one GPU, chosen settings, every seed: final test accuracy, first test >= the aim, the run."""
     from rl.tools.gpu import CANDIDATES
@@ -226,13 +236,14 @@ def gpu_presets(card: str = README_GPU) -> str:
     for config, rs in gpu_runs(card).items():
         aim = CANDIDATES[config][0]
         gpus |= {f"{r['gpu']} (driver {r['driver']}, torch {r['torch']}, CUDA {r['cuda']})" for r in rs}
-        rows.append([f"`{config}`", f"`{' '.join('--' + kv for kv in rs[0]['set'])}`",
+        rows.append([f"`{gpu_command(config, rs[0]['set'])[0]}`",
+                     f"`{config}` with `{' '.join('--' + kv for kv in rs[0]['set'])}`",
                      " ".join(str(r["seed"]) for r in rs), median_range([r["final_accuracy"] for r in rs]),
                      median_range([first_reaching(r["curve"], aim) for r in rs], "{:.1f}") + f" (>= {aim})",
                      median_range([r["curve"][0][0] for r in rs], "{:.1f}"),
                      median_range([r["wall_seconds"] for r in rs], "{:.1f}")])
-    table = markdown_table(["preset", f"settings chosen on validation (seed 0, {CHOICE_GPU})", "seeds", "final test",
-                            "first test >= aim, s", "RL starts at, s", "whole run, s"], rows)
+    table = markdown_table(["preset", f"its settings, chosen on validation (seed 0, {CHOICE_GPU})", "seeds",
+                            "final test", "first test >= aim, s", "RL starts at, s", "whole run, s"], rows)
     note = f", {GPU_NOTES[card]}" if card in GPU_NOTES else ""  # (a card without a note gets none, not ", .")
     return table + "\n\nOn " + "; ".join(sorted(gpus)) + f"{note}. \"First test\" and \"RL " \
         "starts\" are on the run's own clock (`perf/run_seconds`, from the model's build on: CUDA's start-up, the warm " \
