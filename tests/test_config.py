@@ -415,6 +415,17 @@ def test_a_cpu_preset_on_a_gpu_names_the_gpu_preset_made_from_it():
     assert gpu_hint("ScarceMultiplierRLConfig") == gpu_hint("AdderGPUConfig") == ""
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_a_gpu_preset_runs_and_a_cpu_preset_names_its_gpu_preset(tmp_path):
+    """Where there is a GPU: the GPU preset runs there by itself, and its CPU preset's run says it exists."""
+    from helpers import run
+    from rl.rl_ddp import gpu_hint
+    gpu = run(["--config_name", "AdderGPUConfig", "--debug", "--no_wandb", f"--out_dir={tmp_path / 'gpu'}"])
+    assert "1 process(es) on cuda" in gpu.stdout and gpu_hint("AdderRLConfig") not in gpu.stdout
+    cpu = run(["--config_name", "AdderRLConfig", "--debug", "--no_wandb", f"--out_dir={tmp_path / 'cpu'}"])
+    assert gpu_hint("AdderRLConfig") in cpu.stdout.splitlines()
+
+
 LAUNCHER_FIX = "launch with torchrun, or unset RANK, LOCAL_RANK and WORLD_SIZE"
 MASTER = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
 

@@ -19,8 +19,10 @@ G=$(python3 -c "from rl.tools.results import gpu_folder; print(gpu_folder())")
 # everything comes back in one tarball (the device tool returns at most 8 files, none with "=" or "+" in its name)
 W=/tmp/session7; mkdir -p $W
 save() { tar czf $OUT/results.tgz results/$G $W 2>/dev/null; }
-# (not the CPU's compile tests, traced with the aot_eager backend: CI runs them)
-timeout 150 python3 -m pytest -q tests/test_precision.py tests/test_graphs.py -k "not in_one_graph and not per_cache_layout" \
+# (not the CPU's compile tests, traced with the aot_eager backend: CI runs them; of test_config.py only its CUDA test,
+# a GPU preset's run and a CPU preset's there, which names the GPU preset)
+timeout 150 python3 -m pytest -q tests/test_precision.py tests/test_graphs.py tests/test_config.py \
+  -k "not in_one_graph and not per_cache_layout and (not test_config or on_cuda_a_gpu_preset)" \
   > $W/pytest.log 2>&1; tail -3 $W/pytest.log
 # the tests above filled most of the bytecode cache; one short run fills the rest (as session6.sh), its imports
 # listed (PYTHONPROFILEIMPORTTIME): on the CPU a run of one process no longer imports torch._dynamo (model/gpt.py
