@@ -12,7 +12,7 @@ better choice measured there changes both. Each runs on CUDA: without it a run i
 --device=cpu runs it on the CPU anyway (slowly: its evaluations and steps are sized for a GPU).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from configs.adder import AdderRLConfig
 from configs.multiplier import Multiplier3RLConfig, MultiplierRLConfig
@@ -93,6 +93,12 @@ class Multiplier3GPUConfig(OnOneGPU, Multiplier3RLConfig):
 def cpu_preset(cls: type) -> type:
     """The CPU preset a GPU preset is made from (its base after OnOneGPU)."""
     return cls.__bases__[-1]
+
+
+def gpu_fields(cls: type) -> set:
+    """The settings a GPU preset gives other values than its CPU preset."""
+    cpu = cpu_preset(cls)
+    return {f.name for f in fields(cls) if getattr(cls, f.name) != getattr(cpu, f.name)}
 
 
 GPU_PRESETS = (AdderGPUConfig, MultiplierGPUConfig, Multiplier3GPUConfig)

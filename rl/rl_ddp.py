@@ -25,7 +25,7 @@ from tqdm import tqdm
 from configs import get_config_class
 from configs.base import BaseRLConfig
 from configs.cli import CommandLine, build_config, parse_command_line, print_help
-from configs.gpu import GPU_PRESETS, cpu_preset, gpu_preset_for
+from configs.gpu import GPU_PRESETS, cpu_preset, gpu_fields, gpu_preset_for
 from rl import dist
 from rl.dist import print0
 from rl.errors import ConfigError, MetricsError, SnapshotWriteError, TrainingError
@@ -156,11 +156,14 @@ def how_it_runs(trainer: MathRLTrainer) -> str:
         ", graphed RL steps" if trainer.updater.graphed else "") + (", torch.compile" if c.compile else "")
 
 
-def gpu_hint(config_name: str) -> str:
-    """What a run of a CPU preset on a GPU says about the GPU preset made from it ("": it has none)."""
+def gpu_hint(config_name: str, overrides=()) -> str:
+    """What a run of a CPU preset on a GPU says about the GPU preset made from it ("": it has none, or the command
+    line already sets one of the settings that preset changes: whoever wrote it chose them)."""
     gpu = gpu_preset_for(config_name)
+    if gpu is None or set(overrides) & (gpu_fields(gpu) - {"device"}):
+        return ""
     return (f"{config_name}'s steps are sized for a CPU; on a GPU, {gpu.__name__} has its settings chosen there "
-            f"(configs/gpu.py, README \"On a GPU\")") if gpu else ""
+            f"(configs/gpu.py, README \"On a GPU\")")
 
 
 def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume: Resume, stop: GracefulStop) -> int:
@@ -172,7 +175,7 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume: R
     print0(f"{config.name}: {trainer.model.num_params() / 1e6:.2f}M parameters, {info.world_size} process(es) on "
            f"{info.device.type} ({how_it_runs(trainer)}), {dist.num_threads()} thread(s) each, "
            f"out_dir={config.out_dir}")
-    if info.device.type == "cuda" and (hint := gpu_hint(config.name)):
+    if info.device.type == "cuda" and (hint := gpu_hint(config.name, cli.overrides)):
         print0(hint)
 
     snap = resume.snap  # its wandb run id lets a restarted run log on to the same wandb run

@@ -413,6 +413,11 @@ def test_a_cpu_preset_on_a_gpu_names_the_gpu_preset_made_from_it():
     assert "Multiplier3GPUConfig has" in gpu_hint("Multiplier3RLConfig") and "AdderGPUConfig has" in gpu_hint(
         "AdderRLConfig")
     assert gpu_hint("ScarceMultiplierRLConfig") == gpu_hint("AdderGPUConfig") == ""
+    # a command line that already sets what the GPU preset changes has chosen for itself; others still hear of it
+    assert gpu_hint("AdderRLConfig", {"rl_train_steps": "400"}) == gpu_hint("AdderRLConfig", {"sft_batch_size": "1"})
+    assert gpu_hint("AdderRLConfig", {"rl_train_steps": "400"}) == "" and gpu_hint("AdderRLConfig", {"seed": "3"})
+    assert gpu_hint("MultiplierRLConfig", {"matmul_attention": "true"}) == ""
+    assert gpu_hint("MultiplierRLConfig", {"device": "cuda"}) == gpu_hint("MultiplierRLConfig")  # where, not how
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
