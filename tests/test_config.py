@@ -375,6 +375,7 @@ def test_each_gpu_preset_runs_as_the_gpu_runs_the_readme_reports_did():
     assert gpu.preset_of("AdderRLConfig", ran[1:]) is None
     assert gpu.preset_of("AdderRLConfig", [kv.replace("=512", "=256") for kv in ran]) is None
     assert gpu.preset_of("LongAdderRLConfig", []) is None  # (no GPU preset is made from it)
+    assert gpu.preset_of("AdderRLConfig", [*ran, "sft_batchsize=512"]) is None  # a setting no config has (any more)
     for cls in GPU_PRESETS:  # each runs where its CPU preset runs, but for the device
         gpu_config, cpu_config = cls().get_args_ready(), cpu_preset(cls)().get_args_ready()
         assert gpu_config.device == "cuda" and cpu_config.device == "auto"

@@ -26,6 +26,7 @@ from types import SimpleNamespace
 import torch
 
 from configs.gpu import gpu_preset_for
+from rl.errors import ConfigError
 from rl.rl_ddp import config_from_args
 from rl.tools import benchmark, launch, results
 from rl.tools.report import first_reaching, markdown_table, median_range
@@ -70,7 +71,10 @@ def preset_of(config_name: str, overrides: list):
     gpu = gpu_preset_for(config_name)
     if gpu is None:
         return None
-    ran = config_from_args(["--config_name", config_name, *(f"--{kv}" for kv in overrides)]).to_dict()
+    try:
+        ran = config_from_args(["--config_name", config_name, *(f"--{kv}" for kv in overrides)]).to_dict()
+    except ConfigError:  # (runs of a setting since renamed or removed: what ran is no preset of today's)
+        return None
     preset = config_from_args(["--config_name", gpu.__name__]).to_dict()
     return gpu if all(ran[k] == preset[k] for k in ran if k not in ("device", "out_dir")) else None
 
