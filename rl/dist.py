@@ -5,15 +5,15 @@ One code path serves `python rl/rl_ddp.py` (world size 1, no process group) and
 """
 
 import os
-import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass, replace
 
 import torch
 import torch.distributed as dist
 from tqdm import tqdm
+
+from rl.run_control import watch_launcher
 
 
 @dataclass
@@ -112,26 +112,9 @@ def num_threads() -> int:
     return torch.get_num_threads()
 
 
-def watch_launcher(interval: float = 0.2):
-    """Under torchrun: end this worker at once, as a crash would (SIGKILL), when the launcher that
-    started it is gone. torchrun starts each worker in a session of its own, so a launcher killed
-    with SIGKILL (out of memory, a scheduler's hard stop) would otherwise leave its workers training
-    on, holding the run lock. A thread watches the parent pid (a dead parent's orphans are adopted by
-    another process); the next run of the same command resumes from the last snapshot."""
-    if "TORCHELASTIC_RUN_ID" not in os.environ:  # plain python: no launcher to watch
-        return
-    launcher = os.getppid()
-
-    def watch():
-        while os.getppid() == launcher:
-            time.sleep(interval)
-        os.kill(os.getpid(), signal.SIGKILL)
-    threading.Thread(target=watch, name="watch-launcher", daemon=True).start()
-
-
 def init(info: DistInfo, device: torch.device, backend: str) -> DistInfo:
     """Join the process group when there is more than one process; returns info with its device."""
-    watch_launcher()
+    watch_launcher()  # (the entry script started it before its imports; this is for main() run in process)
     info = replace(info, device=device)
     if device.type == "cuda":
         torch.cuda.set_device(device)

@@ -18,7 +18,13 @@ import time
 if __package__ in (None, ""):  # run as a script (python rl/rl_ddp.py): make the repo root importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tqdm import tqdm
+# Under torchrun, from this process's first moment: a worker ends itself once its launcher is gone. The imports
+# below take seconds, and a launcher killed during them would otherwise leave this worker training on, unwatched.
+from rl.run_control import watch_launcher  # noqa: E402  (no torch in it)
+
+watch_launcher()
+
+from tqdm import tqdm  # noqa: E402
 
 # The one door to the configs for the rest of rl/: the measuring tools (rl/tools/) take a config class by name
 # (get_config_class) or a resolved config from command-line arguments (config_from_args) here.

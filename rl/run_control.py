@@ -5,6 +5,8 @@ RunLock: every rank holds an exclusive `flock` on `out_dir/.lock.rank<r>` for th
 second run pointed at the same folder is refused at start. The kernel drops the lock when the
 process dies, however it dies, so a killed run never leaves a stale lock behind.
 
+watch_launcher: under torchrun, a worker whose launcher is gone ends itself at once (SIGKILL).
+
 GracefulStop: SIGTERM or SIGINT only sets a flag; the training loop finishes its current step,
 agrees with the other ranks that someone was asked to stop, writes a snapshot and exits 0. A
 second Ctrl-C stops at once.
@@ -17,6 +19,8 @@ wandb names.
 import fcntl
 import os
 import signal
+import threading
+import time
 from dataclasses import dataclass
 
 from rl.errors import ConfigError
@@ -62,6 +66,29 @@ class RunSettings:
     def run_unused(self, settings: dict) -> list:
         """[(settings, whether nothing reads them here, whose they are)]"""
         return [(("rl_target_evals",), self.rl_target_accuracy == 0, "needs rl_target_accuracy > 0")]
+
+
+_watched = []  # the launcher this process watches, once a process
+
+
+def watch_launcher(interval: float = 0.2):
+    """Under torchrun: end this worker at once, as a crash would (SIGKILL), when the launcher that
+    started it is gone. torchrun starts each worker in a session of its own, so a launcher killed
+    with SIGKILL (out of memory, a scheduler's hard stop) would otherwise leave its workers training
+    on, holding the run lock. A thread watches the parent pid (a dead parent's orphans are adopted by
+    another process); the next run of the same command resumes from the last snapshot. The entry
+    script starts it before its own imports: they take seconds, and a launcher killed in them (a
+    worker restarted just before, say) would otherwise be gone before anyone looked. Once a process."""
+    if "TORCHELASTIC_RUN_ID" not in os.environ or _watched:  # plain python: no launcher to watch
+        return
+    launcher = os.getppid()
+    _watched.append(launcher)
+
+    def watch():
+        while os.getppid() == launcher:
+            time.sleep(interval)
+        os.kill(os.getpid(), signal.SIGKILL)
+    threading.Thread(target=watch, name="watch-launcher", daemon=True).start()
 
 
 def check_writable(out_dir: str):

@@ -81,6 +81,30 @@ def kill_launcher(proc):
     assert not any(alive(pid) for pid in workers), "a worker outlived its launcher by 5 s"
 
 
+@pytest.mark.slow
+def test_a_launcher_killed_while_its_workers_start_leaves_no_worker_running(tmp_path):
+    """kill -9 on the torchrun launcher a second after it started its workers, while they import torch: each ends
+    itself within seconds (the entry script watches the launcher before its imports), rather than training on
+    unwatched, holding the run lock (a launcher killed just after it restarted its workers, say)."""
+    proc = start([*args_with(KILL_ARGS, rl_train_steps=400), f"--out_dir={tmp_path}"], torchrun=2)
+    deadline = time.time() + 60
+    while len(children(proc.pid)) < 2 and time.time() < deadline:
+        time.sleep(0.01)
+    workers = children(proc.pid)
+    assert len(workers) == 2, "torchrun did not start its two workers within a minute"
+    time.sleep(1.0)  # past the interpreter's own start, well inside the imports (torch's alone take seconds)
+    assert not (tmp_path / "config.json").exists(), "the workers were past their start-up; the test proved nothing"
+    os.kill(proc.pid, signal.SIGKILL)
+    deadline = time.time() + 10
+    while any(alive(pid) for pid in workers) and time.time() < deadline:
+        time.sleep(0.05)
+    alive_after = [pid for pid in workers if alive(pid)]
+    for pid in alive_after:  # (so a failure leaves nothing behind)
+        os.kill(pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert not alive_after, "a worker started just before its launcher was killed outlived it by 10 s"
+
+
 def size(path) -> int:
     return path.stat().st_size if path.exists() else 0
 
