@@ -70,9 +70,12 @@ def alive(pid: int) -> bool:
 
 def kill_launcher(proc):
     """kill -9 on the torchrun launcher alone: its workers, each in a session of its own, must exit
-    within seconds (rl/dist.py watches the launcher)."""
-    workers = children(proc.pid)
-    assert len(workers) == 2
+    within seconds (rl/run_control.py watches the launcher). Just after torchrun restarted its workers it may
+    hold none for a moment: the kill waits for both."""
+    deadline = time.time() + 60
+    while len(workers := children(proc.pid)) < 2 and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    assert len(workers) == 2, f"the launcher has {len(workers)} workers, not 2"
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
     deadline = time.time() + 5
