@@ -98,6 +98,21 @@ def test_the_gpu_table_never_pools_two_cards():
     assert "| 1 | 0.990 |" in next(l for l in lines if "H200" in l)
 
 
+def test_the_gpu_table_names_a_gpu_presets_runs_by_it():
+    """`python -m rl.tools.gpu --table` names runs as the README does: those with exactly a GPU preset's settings
+    by the preset, any others by their CPU preset and --set."""
+    from rl.tools.gpu import table
+    ran = ["rl_ga_steps=1", "eval_interval=5", "eval_batch_size=1000", "rl_train_steps=400", "rl_target_accuracy=0.99",
+           "matmul_attention=true", "sft_target_accuracy=0.95"]  # Multiplier3GPUConfig's (configs/gpu.py)
+    run = lambda overrides: {"config": "Multiplier3RLConfig", "set": overrides, "seed": 0, "gpu": "NVIDIA H200",
+                             "final_accuracy": 0.99, "curve": [(3.0, 0.5), (9.0, 0.995)], "wall_seconds": 10.0,
+                             "warm_start_seconds": 2.0}
+    lines = table([run(ran), run(ran[:-1]), run([])]).splitlines()[2:]
+    assert [l.split(" | ")[:2] for l in lines] == [["| Multiplier3RLConfig", "(preset)"],  # (sorted by --set)
+                                                   ["| Multiplier3RLConfig", " ".join(ran[:-1])],
+                                                   ["| Multiplier3GPUConfig", "(preset)"]]
+
+
 def test_the_gpu_choice_ranks_by_the_first_time_validation_reaches_any_aim():
     """3-digit multiplication aims at 0.98, which is not one of the benchmark's thresholds: the choice reads the
     validation curve itself (sooner first, then the never-reaching by final validation)."""

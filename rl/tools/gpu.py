@@ -112,14 +112,17 @@ def choose(config_name: str, seed: int, out_dir: str) -> list:
 
 
 def table(rows: list) -> str:
-    """Median (min-max) over seeds of each preset x settings x GPU."""
+    """Median (min-max) over seeds of each preset x settings x GPU; runs with exactly a GPU preset's settings are
+    named by it (configs/gpu.py), as the README's tables name them."""
     groups = {}
     for r in rows:  # seconds compare only on one card: a group is one GPU's
         groups.setdefault((r["config"], tuple(r.get("set", [])), r.get("gpu", "-")), []).append(r)
     lines = []
     for (config, overrides, _), rs in sorted(groups.items()):
         target = CANDIDATES.get(config, (0.99,))[0]
-        lines.append([config, " ".join(overrides) or "(preset)", str(len(rs)),
+        gpu = preset_of(config, list(overrides))  # (as the README names them: a GPU preset's runs by its name)
+        lines.append([gpu.__name__ if gpu else config, "(preset)" if gpu or not overrides else " ".join(overrides),
+                      str(len(rs)),
                       median_range([r["final_accuracy"] for r in rs]),
                       median_range([first_reaching(r["curve"], target) for r in rs], "{:.1f}") + f" (>= {target})",
                       median_range([r["wall_seconds"] for r in rs], "{:.1f}"),
