@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from rl.graphs import CapturedSteps
+from rl.tools import perf
 from rl.tools.perf import MAX_WARMUP_STEPS, NO_CUDA, Sweep, sweep_main, sweep_steps
 
 SHARES = ("rollout", "reward", "update", "other")
@@ -24,8 +25,11 @@ KINDS = {"sweep_sampling": "seconds", "sweep_update": "seconds", "sweep_forward_
          "sweep_step": "step_seconds"}
 
 
-def test_cpu_sweep_records_every_measurement(tmp_path, capsys):
+def test_cpu_sweep_records_every_measurement(tmp_path, capsys, monkeypatch):
     out = tmp_path / "perf-sweep.json"
+    # a model of one narrow layer: each row's code path is the same, and bf16 matmuls, slow on a CPU without bf16
+    # instructions, no longer take most of the test's time (17 of 24 s at the preset's 4 layers x 256 on an EPYC)
+    monkeypatch.setattr(perf, "PERF_OVERRIDES", {**perf.PERF_OVERRIDES, "n_layer": 1, "n_embed": 32, "n_head": 2})
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # two threads on a busy two-core machine wait on each other for seconds
     try:
