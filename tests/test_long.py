@@ -574,9 +574,10 @@ def test_the_long_adder_debug_run_goes_end_to_end_and_logs_every_length(tmp_path
     from helpers import run_main
     out = tmp_path / "run"
     # the preset's own lengths (10, 20, 40), and 100 digits: the longest the position ids are sized for; evaluated at
-    # the start and the end only (an evaluation of 100-digit sums takes 3 s on the 2-core CPU; debug adds one at step 3)
+    # the start and the end only (an evaluation of 100-digit sums takes 3 s on the 2-core CPU; debug adds one at step 3);
+    # a warm start of 5 steps, not debug's 30 (11 s of this test on the 2-core CPU; other tests here train it)
     proc = run_main(["--config_name", "LongAdderRLConfig", "--debug", "--no_wandb", f"--out_dir={out}",
-                     "--eval_ndigits=10,20,40,100", "--eval_interval=6"])
+                     "--eval_ndigits=10,20,40,100", "--eval_interval=6", "--sft_max_steps=5"])
     rows = [json.loads(line) for line in open(out / "metrics.jsonl")]
     assert [r["step"] for r in rows] == list(range(7)) and "[by length: 10: " in proc.stdout
     for L in (10, 20, 40, 100):
