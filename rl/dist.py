@@ -112,6 +112,21 @@ def num_threads() -> int:
     return torch.get_num_threads()
 
 
+BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # x86's two, and ARM's (its "Features" line)
+
+
+def cpu_has_bf16(cpuinfo: str = "/proc/cpuinfo"):
+    """Whether this CPU has bf16 instructions, by the flags Linux lists for it (x86's "flags", ARM's "Features"):
+    without them torch's bf16 matmuls run emulated, many times slower than fp32's. None where nothing says
+    (no such file, as on macOS, or no flags line in it)."""
+    try:
+        with open(cpuinfo) as f:
+            line = next((l for l in f if l.split(":", 1)[0].strip() in ("flags", "Features")), None)
+    except OSError:
+        return None
+    return None if line is None else any(flag in BF16_FLAGS for flag in line.split(":", 1)[1].split())
+
+
 def init(info: DistInfo, device: torch.device, backend: str) -> DistInfo:
     """Join the process group when there is more than one process; returns info with its device."""
     watch_launcher()  # (the entry script started it before its imports; this is for main() run in process)
