@@ -144,7 +144,8 @@ class ModelSettings:
     """derived from the task: prompt plus answer plus end token; do not set"""
     precision: str = "auto"
     """'auto' (bf16 autocast and TF32 on CUDA, fp32 on the CPU), 'fp32' or 'bf16': every forward of sampling,
-    update and evaluation alike, so PPO's ratios compare like with like"""
+    update and evaluation alike, so PPO's ratios compare like with like (a CPU without bf16 instructions emulates
+    bf16: a run there says so at its start)"""
     cuda_graphs: bool = True
     """on CUDA, decode (sampling and evaluation) by replaying a CUDA graph captured once per batch shape:
     one launch instead of ~70 a token; the CPU ignores it"""

@@ -172,6 +172,24 @@ def gpu_hint(config_name: str, overrides=()) -> str:
             f"(configs/gpu.py, README \"On a GPU\")")
 
 
+def bf16_note(device_type: str, bf16: bool, cpu_has_bf16) -> str:
+    """What a bf16 run on a CPU without bf16 instructions (cpu_has_bf16 False: rl/dist.py) says at its start ("": any
+    other run). It runs, as asked: its numbers are right, only slow."""
+    if device_type != "cpu" or not bf16 or cpu_has_bf16 is not False:
+        return ""
+    return ("note: this CPU lists no bf16 instructions (avx512_bf16, amx_bf16), so torch emulates bf16 matmuls: on "
+            "a 2-core AMD EPYC the adder's update took 26x fp32's seconds, its sampling 4.4x "
+            "(results/study/cpu-bf16/); --precision=auto runs fp32 on the CPU")
+
+
+def start_notes(trainer: MathRLTrainer, cli: CommandLine) -> list:
+    """The lines after the start line that say how this run could go faster: a CPU preset on a GPU, bf16 emulated."""
+    device = trainer.info.device.type
+    notes = [gpu_hint(trainer.config.name, cli.overrides) if device == "cuda" else "",
+             bf16_note(device, trainer.model.autocast_dtype is not None, dist.cpu_has_bf16())]
+    return [note for note in notes if note]
+
+
 def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume: Resume, stop: GracefulStop) -> int:
     # ---- model and trainer, then where RL starts: the snapshot to continue, or the warm start (or its cache)
     t_start = time.time()
@@ -181,8 +199,8 @@ def train(config: BaseRLConfig, cli: CommandLine, info: dist.DistInfo, resume: R
     print0(f"{config.name}: {trainer.model.num_params() / 1e6:.2f}M parameters, {info.world_size} process(es) on "
            f"{info.device.type} ({how_it_runs(trainer)}), {dist.num_threads()} thread(s) each, "
            f"out_dir={config.out_dir}")
-    if info.device.type == "cuda" and (hint := gpu_hint(config.name, cli.overrides)):
-        print0(hint)
+    for note in start_notes(trainer, cli):
+        print0(note)
 
     snap = resume.snap  # its wandb run id lets a restarted run log on to the same wandb run
     init_info = where_rl_starts(trainer, resume, cli.resume_mode == "never", stop)
