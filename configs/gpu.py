@@ -6,9 +6,9 @@ settings `python -m rl.tools.gpu` chose for one GPU on validation (seed 0, an H1
 A CPU preset's step count was sized for a CPU's seconds: on a GPU its 64-prompt steps are launch-bound, and it
 misses 0.99 or spends its time past it. A GPU preset lets validation say when RL is done (rl_target_accuracy,
 rl_train_steps its bound), warms up further (a supervised step costs about what an RL step does there) and
-evaluates often (a graph-replayed evaluation costs milliseconds). Its settings are exactly those of the runs in
-results/gpu/ that the README's "On a GPU" table reports (tests/test_config.py holds the two together), so a
-better choice measured there changes both. Each runs on CUDA: without it a run is refused at start, and
+evaluates often (a graph-replayed evaluation costs milliseconds). The README's "On a GPU" rows are the runs in
+results/gpu/ with exactly a preset's settings (rl/tools/readme.py gpu_runs), so a better choice measured there is
+one edit here, and tests/test_config.py fails until such runs exist. Each runs on CUDA: without it a run is refused at start, and
 --device=cpu runs it on the CPU anyway (slowly: its evaluations and steps are sized for a GPU).
 """
 

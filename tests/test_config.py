@@ -383,6 +383,27 @@ def test_each_gpu_preset_runs_as_the_gpu_runs_the_readme_reports_did():
             cpu_config.task, cpu_config.ndigit, cpu_config.show_work, cpu_config.n_layer)
 
 
+def test_the_readme_shows_a_cards_runs_of_exactly_the_gpu_presets_settings(tmp_path, monkeypatch):
+    """Whatever else ran on a card, and on how many seeds, the README's GPU rows are the runs of the GPU presets'
+    settings (configs/gpu.py holds the choice): a candidate run on more seeds does not take their place."""
+    from rl.tools import readme, results
+    ran = readme.gpu_runs()["AdderRLConfig"][0]["set"]
+    monkeypatch.setattr(results, "ROOT", str(tmp_path))
+    card = "NVIDIA H100 80GB HBM3"
+    record = lambda overrides, seed, gpu=card: results.save(
+        {"config": "AdderRLConfig", "set": overrides, "seed": seed, "gpu": gpu},
+        results.path("gpu/" + gpu.replace(" ", "-"), f"AdderRLConfig-{len(overrides)}-{gpu[-4:]}-seed{seed}"))
+    for seed in (1, 0):
+        record(ran, seed)
+    for seed in (0, 1, 2):
+        record([*ran, "rl_batch_size=256"], seed)  # another candidate, on more seeds
+        record(ran, seed, gpu="NVIDIA H200")  # the preset's, on another card
+    runs = readme.gpu_runs(card)
+    assert list(runs) == ["AdderRLConfig"] and [(r["seed"], r["set"], r["gpu"]) for r in runs["AdderRLConfig"]] == [
+        (0, ran, card), (1, ran, card)]
+    assert [r["seed"] for r in readme.gpu_runs("NVIDIA H200")["AdderRLConfig"]] == [0, 1, 2]
+
+
 def test_a_gpu_preset_without_cuda_is_refused_naming_its_cpu_preset(monkeypatch, capsys):
     from rl import rl_ddp
     from rl.tools import launch

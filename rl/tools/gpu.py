@@ -17,6 +17,7 @@ holds the two together), so a new choice is written there too.
 """
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -68,6 +69,11 @@ CANDIDATES = {  # (the 256-prompt candidates of earlier sessions lost on an H200
 def preset_of(config_name: str, overrides: list):
     """The GPU preset (configs/gpu.py) that runs as config_name with these --set overrides does on CUDA (None: no
     GPU preset does): the name the README gives such runs."""
+    return _preset_of(config_name, tuple(overrides))
+
+
+@functools.lru_cache(maxsize=None)  # (the README's tables ask it of every record, several times)
+def _preset_of(config_name: str, overrides: tuple):
     gpu = gpu_preset_for(config_name)
     if gpu is None:
         return None

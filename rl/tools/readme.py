@@ -201,18 +201,16 @@ GPU_NOTES = {
 
 
 def gpu_runs(card: str = README_GPU) -> dict:
-    """{preset: its runs on one GPU with the settings rl/tools/gpu.py chose on validation}: the settings are those
-    the H100 (CHOICE_GPU, where every candidate ran) ran on the most seeds, the runs those of `card`."""
-    rows = [r for r in results.load_tree("gpu") if "seed" in r]
-    groups = {}
-    for r in rows:
-        if r["gpu"] == CHOICE_GPU:
-            groups.setdefault(r["config"], {}).setdefault(tuple(r["set"]), []).append(r)
-    order = lambda config: PRESETS.index(config) if config in PRESETS else len(PRESETS)
+    """{CPU preset: its runs on one GPU with exactly its GPU preset's settings (configs/gpu.py)}, by seed. The
+    presets hold the settings chosen on validation (by rl/tools/gpu.py on CHOICE_GPU, where every candidate ran),
+    so a better choice is one edit there, and the README follows it."""
+    from configs.gpu import GPU_PRESETS, cpu_preset
+    from rl.tools.gpu import preset_of
+    rows = [r for r in results.load_tree("gpu") if "seed" in r and r["gpu"] == card]
     runs = {}
-    for config in sorted(groups, key=order):
-        chosen = list(max(groups[config].items(), key=lambda kv: len(kv[1]))[0])
-        picked = sorted((r for r in rows if r["config"] == config and r["gpu"] == card and r["set"] == chosen),
+    for gpu in GPU_PRESETS:
+        config = cpu_preset(gpu).__name__
+        picked = sorted((r for r in rows if r["config"] == config and preset_of(config, r["set"]) is gpu),
                         key=lambda r: r["seed"])
         if picked:
             runs[config] = picked
