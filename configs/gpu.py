@@ -8,8 +8,9 @@ misses 0.99 or spends its time past it. A GPU preset lets validation say when RL
 rl_train_steps its bound), warms up further (a supervised step costs about what an RL step does there) and
 evaluates often (a graph-replayed evaluation costs milliseconds). The README's "On a GPU" rows are the runs in
 results/gpu/ with exactly a preset's settings (rl/tools/readme.py gpu_runs), so a better choice measured there is
-one edit here, and tests/test_config.py fails until such runs exist. Each runs on CUDA: without it a run is refused at start, and
---device=cpu runs it on the CPU anyway (slowly: its evaluations and steps are sized for a GPU).
+one edit here, and tests/test_config.py fails until such runs exist. Each runs on CUDA: without it a run is
+refused at start, and --device=cpu runs it on the CPU anyway (slowly: its evaluations and steps are sized for a
+GPU).
 """
 
 from dataclasses import dataclass, fields
