@@ -5,7 +5,8 @@ RunLock: every rank holds an exclusive `flock` on `out_dir/.lock.rank<r>` for th
 second run pointed at the same folder is refused at start. The kernel drops the lock when the
 process dies, however it dies, so a killed run never leaves a stale lock behind.
 
-watch_launcher: under torchrun, a worker whose launcher is gone ends itself at once (SIGKILL).
+watch_launcher: under torchrun, a worker whose launcher is gone ends itself at once (SIGKILL), also one whose
+launcher was gone before it looked (its agent's store refuses connections).
 
 GracefulStop: SIGTERM or SIGINT only sets a flag; the training loop finishes its current step,
 agrees with the other ranks that someone was asked to stop, writes a snapshot and exits 0. A
@@ -19,6 +20,7 @@ wandb names.
 import fcntl
 import os
 import signal
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -85,10 +87,30 @@ def watch_launcher(interval: float = 0.2):
     _watched.append(launcher)
 
     def watch():
+        # A launcher killed in the interpreter's first moments, before this thread began, is already gone: the
+        # pid read above is then whoever adopted this process, and would never change. Its store tells: it is
+        # closed (then the worker would wait minutes at dist.init to connect, holding the run lock).
+        if agent_store_gone():
+            os.kill(os.getpid(), signal.SIGKILL)
         while os.getppid() == launcher:
             time.sleep(interval)
         os.kill(os.getpid(), signal.SIGKILL)
     threading.Thread(target=watch, name="watch-launcher", daemon=True).start()
+
+
+def agent_store_gone(timeout: float = 5.0) -> bool:
+    """Whether torchrun's agent, which serves its workers' store (TORCHELASTIC_USE_AGENT_STORE) at MASTER_ADDR:
+    MASTER_PORT from before it starts them until it exits, refuses a connection there: it is gone. False whenever
+    that cannot be told (no agent store, a connection that times out)."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":  # (then rank 0 serves the store, later)
+        return False
+    try:
+        socket.create_connection((os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])), timeout).close()
+    except ConnectionRefusedError:
+        return True
+    except (OSError, KeyError, ValueError):
+        return False
+    return False
 
 
 def check_writable(out_dir: str):

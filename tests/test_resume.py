@@ -108,6 +108,57 @@ def test_a_launcher_killed_while_its_workers_start_leaves_no_worker_running(tmp_
     assert not alive_after, "a worker started just before its launcher was killed outlived it by 10 s"
 
 
+@pytest.mark.slow
+def test_a_launcher_killed_as_its_workers_appear_leaves_no_worker_running(tmp_path):
+    """kill -9 on the torchrun launcher the moment its two workers exist, before their interpreters have read a line
+    of the entry script: its watch then begins under whoever adopted them, and only the agent's closed store says
+    the launcher is gone. Without that check both workers ran on, waiting minutes at dist.init to connect to it
+    while holding the run lock (3 of 3 tries; found when the soak's launcher kill landed there in a CI run)."""
+    proc = start([*args_with(KILL_ARGS, rl_train_steps=400), f"--out_dir={tmp_path}"], torchrun=2)
+    deadline = time.time() + 60
+    while len(workers := children(proc.pid)) < 2 and time.time() < deadline:
+        time.sleep(0.001)
+    assert len(workers) == 2, "torchrun did not start its two workers within a minute"
+    os.kill(proc.pid, signal.SIGKILL)
+    deadline = time.time() + 10
+    while any(alive(pid) for pid in workers) and time.time() < deadline:
+        time.sleep(0.05)
+    alive_after = [pid for pid in workers if alive(pid)]
+    for pid in alive_after:  # (so a failure leaves nothing behind)
+        os.kill(pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert not alive_after, "a worker started just as its launcher was killed outlived it by 10 s"
+
+
+def test_the_agents_store_tells_whether_the_launcher_is_gone(monkeypatch):
+    """rl/run_control.py agent_store_gone: a refused connection to torchrun's agent store (MASTER_ADDR:MASTER_PORT,
+    when TORCHELASTIC_USE_AGENT_STORE says the agent serves it) means the agent is gone; anything that cannot tell
+    is not taken for it."""
+    import socket
+    from rl.run_control import agent_store_gone
+    server = socket.create_server(("127.0.0.1", 0))
+    open_port = server.getsockname()[1]
+    closed = socket.create_server(("127.0.0.1", 0))
+    closed_port = closed.getsockname()[1]
+    closed.close()
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "True")
+    try:
+        monkeypatch.setenv("MASTER_PORT", str(open_port))
+        assert agent_store_gone() is False  # the agent listens
+        monkeypatch.setenv("MASTER_PORT", str(closed_port))
+        assert agent_store_gone() is True
+        monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "False")  # rank 0 will serve it, later: no telling
+        assert agent_store_gone() is False
+        monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "True")
+        monkeypatch.setenv("MASTER_PORT", "not a port")
+        assert agent_store_gone() is False
+        monkeypatch.delenv("MASTER_ADDR")
+        assert agent_store_gone() is False
+    finally:
+        server.close()
+
+
 def size(path) -> int:
     return path.stat().st_size if path.exists() else 0
 
