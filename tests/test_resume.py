@@ -89,23 +89,31 @@ def test_a_launcher_killed_while_its_workers_start_leaves_no_worker_running(tmp_
     """kill -9 on the torchrun launcher a second after it started its workers, while they import torch: each ends
     itself within seconds (the entry script watches the launcher before its imports), rather than training on
     unwatched, holding the run lock (a launcher killed just after it restarted its workers, say)."""
+    def a_second_in():
+        time.sleep(1.0)  # past the interpreter's own start, well inside the imports (torch's alone take seconds)
+        assert not (tmp_path / "config.json").exists(), "the workers were past their start-up; the test proved nothing"
+    alive_after = kill_a_starting_launcher(tmp_path, a_second_in)
+    assert not alive_after, "a worker started just before its launcher was killed outlived it by 10 s"
+
+
+def kill_a_starting_launcher(tmp_path, before_the_kill=lambda: None, poll: float = 0.01) -> list:
+    """kill -9 on a 2-process run's torchrun launcher once its two workers exist (polled every `poll` s) and
+    before_the_kill() has returned: the workers still alive 10 s later (killed then, so a failure leaves nothing)."""
     proc = start([*args_with(KILL_ARGS, rl_train_steps=400), f"--out_dir={tmp_path}"], torchrun=2)
     deadline = time.time() + 60
-    while len(children(proc.pid)) < 2 and time.time() < deadline:
-        time.sleep(0.01)
-    workers = children(proc.pid)
+    while len(workers := children(proc.pid)) < 2 and time.time() < deadline:
+        time.sleep(poll)
     assert len(workers) == 2, "torchrun did not start its two workers within a minute"
-    time.sleep(1.0)  # past the interpreter's own start, well inside the imports (torch's alone take seconds)
-    assert not (tmp_path / "config.json").exists(), "the workers were past their start-up; the test proved nothing"
+    before_the_kill()
     os.kill(proc.pid, signal.SIGKILL)
     deadline = time.time() + 10
     while any(alive(pid) for pid in workers) and time.time() < deadline:
         time.sleep(0.05)
     alive_after = [pid for pid in workers if alive(pid)]
-    for pid in alive_after:  # (so a failure leaves nothing behind)
+    for pid in alive_after:
         os.kill(pid, signal.SIGKILL)
     proc.communicate(timeout=60)
-    assert not alive_after, "a worker started just before its launcher was killed outlived it by 10 s"
+    return alive_after
 
 
 @pytest.mark.slow
@@ -114,19 +122,7 @@ def test_a_launcher_killed_as_its_workers_appear_leaves_no_worker_running(tmp_pa
     of the entry script: its watch then begins under whoever adopted them, and only the agent's closed store says
     the launcher is gone. Without that check both workers ran on, waiting minutes at dist.init to connect to it
     while holding the run lock (3 of 3 tries; found when the soak's launcher kill landed there in a CI run)."""
-    proc = start([*args_with(KILL_ARGS, rl_train_steps=400), f"--out_dir={tmp_path}"], torchrun=2)
-    deadline = time.time() + 60
-    while len(workers := children(proc.pid)) < 2 and time.time() < deadline:
-        time.sleep(0.001)
-    assert len(workers) == 2, "torchrun did not start its two workers within a minute"
-    os.kill(proc.pid, signal.SIGKILL)
-    deadline = time.time() + 10
-    while any(alive(pid) for pid in workers) and time.time() < deadline:
-        time.sleep(0.05)
-    alive_after = [pid for pid in workers if alive(pid)]
-    for pid in alive_after:  # (so a failure leaves nothing behind)
-        os.kill(pid, signal.SIGKILL)
-    proc.communicate(timeout=60)
+    alive_after = kill_a_starting_launcher(tmp_path, poll=0.001)
     assert not alive_after, "a worker started just as its launcher was killed outlived it by 10 s"
 
 
