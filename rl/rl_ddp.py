@@ -177,8 +177,8 @@ def bf16_note(device_type: str, bf16: bool, cpu_has_bf16) -> str:
     other run). It runs, as asked: its numbers are right, only slow."""
     if device_type != "cpu" or not bf16 or cpu_has_bf16 is not False:
         return ""
-    return ("note: this CPU lists no bf16 instructions (avx512_bf16, amx_bf16), so torch emulates bf16 matmuls: on "
-            "a 2-core AMD EPYC the adder's update took 26x fp32's seconds, its sampling 4.4x "
+    return (f"note: this CPU lists no bf16 instructions ({', '.join(dist.BF16_FLAGS)}), so torch emulates bf16 "
+            "matmuls: on a 2-core AMD EPYC the adder's update took 26x fp32's seconds, its sampling 4.4x "
             "(results/study/cpu-bf16/); --precision=auto runs fp32 on the CPU")
 
 

@@ -461,8 +461,8 @@ def test_a_bf16_run_on_a_cpu_without_bf16_instructions_says_so_at_its_start(tmp_
     """It still runs (its numbers are right, only slow); the note gives the measured cost and the faster choice."""
     from rl import rl_ddp
     note = rl_ddp.bf16_note("cpu", True, False)
-    assert note == ("note: this CPU lists no bf16 instructions (avx512_bf16, amx_bf16), so torch emulates bf16 "
-                    "matmuls: on a 2-core AMD EPYC the adder's update took 26x fp32's seconds, its sampling 4.4x "
+    assert note == ("note: this CPU lists no bf16 instructions (avx512_bf16, amx_bf16, bf16), so torch emulates "
+                    "bf16 matmuls: on a 2-core AMD EPYC the adder's update took 26x fp32's seconds, its sampling 4.4x "
                     "(results/study/cpu-bf16/); --precision=auto runs fp32 on the CPU")
     # fp32, a CPU with bf16 instructions or one that does not say, and CUDA: nothing to say
     assert {rl_ddp.bf16_note("cpu", False, False), rl_ddp.bf16_note("cpu", True, True),
