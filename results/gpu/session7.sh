@@ -10,6 +10,8 @@
 # .old_tree: mkdir .old_tree && git archive e5829fa rl model configs | tar -x -C .old_tree); then the sweep (with
 # --rl_cuda_graphs and --prefix_sharing rows, the latter eager and compiled, and sampling with the decode's cached passes
 # compiled inside its graph, with and without --prefix_sharing).
+# Its Python ran on the CPU under the device's torch, 2.11.0+cu130, at 0f53af8 (the pytest suite, session7_probe.py
+# at 4 prompts on both trees, session7_other.py at 64, the perf sweep at 2): nothing but its CUDA paths is new to it.
 #   bash results/gpu/session7.sh          # about 10 minutes on an H200 (run it with timeout_s=590: the sweep last, what
 #                                         # the limit cuts; every stage before it is saved as it ends)
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
