@@ -90,10 +90,9 @@ def watch_launcher(interval: float = 0.2):
         # A launcher killed in the interpreter's first moments, before this thread began, is already gone: the
         # pid read above is then whoever adopted this process, and would never change. Its store tells: it is
         # closed (then the worker would wait minutes at dist.init to connect, holding the run lock).
-        if agent_store_gone():
-            os.kill(os.getpid(), signal.SIGKILL)
-        while os.getppid() == launcher:
-            time.sleep(interval)
+        if not agent_store_gone():
+            while os.getppid() == launcher:
+                time.sleep(interval)
         os.kill(os.getpid(), signal.SIGKILL)
     threading.Thread(target=watch, name="watch-launcher", daemon=True).start()
 
@@ -109,7 +108,7 @@ def agent_store_gone(timeout: float = 5.0) -> bool:
     except ConnectionRefusedError:
         return True
     except (OSError, KeyError, ValueError):
-        return False
+        pass
     return False
 
 
