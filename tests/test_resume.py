@@ -68,13 +68,20 @@ def alive(pid: int) -> bool:
         return False
 
 
+def two_workers(proc, poll: float = 0.01) -> list:
+    """The torchrun launcher's workers once it holds two (polled every `poll` s), or whatever it holds when it exits
+    or a minute has passed."""
+    deadline = time.time() + 60
+    while len(workers := children(proc.pid)) < 2 and proc.poll() is None and time.time() < deadline:
+        time.sleep(poll)
+    return workers
+
+
 def kill_launcher(proc):
     """kill -9 on the torchrun launcher alone: its workers, each in a session of its own, must exit
     within seconds (rl/run_control.py watches the launcher). Just after torchrun restarted its workers it may
     hold none for a moment: the kill waits for both."""
-    deadline = time.time() + 60
-    while len(workers := children(proc.pid)) < 2 and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.01)
+    workers = two_workers(proc)
     assert len(workers) == 2, f"the launcher has {len(workers)} workers, not 2"
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
@@ -100,9 +107,7 @@ def kill_a_starting_launcher(tmp_path, before_the_kill=lambda: None, poll: float
     """kill -9 on a 2-process run's torchrun launcher once its two workers exist (polled every `poll` s) and
     before_the_kill() has returned: the workers still alive 10 s later (killed then, so a failure leaves nothing)."""
     proc = start([*args_with(KILL_ARGS, rl_train_steps=400), f"--out_dir={tmp_path}"], torchrun=2)
-    deadline = time.time() + 60
-    while len(workers := children(proc.pid)) < 2 and time.time() < deadline:
-        time.sleep(poll)
+    workers = two_workers(proc, poll)
     assert len(workers) == 2, "torchrun did not start its two workers within a minute"
     before_the_kill()
     os.kill(proc.pid, signal.SIGKILL)

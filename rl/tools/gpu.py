@@ -11,9 +11,9 @@ finishes, naming the GPU, its driver and torch; a run whose file exists for this
 The choice looks at validation only: of a preset's CANDIDATES (each a list of --set overrides), the one whose
 validation accuracy first reaches the preset's target soonest on the run's clock; a candidate that never
 reaches it ranks after every one that does, by its final validation accuracy. The chosen settings are then run
-on every seed, and the test split (reported) is read only there. The settings the README reports are kept as the
-GPU presets of configs/gpu.py (`preset_of` names the preset that runs as a set of runs did; tests/test_config.py
-holds the two together), so a new choice is written there too.
+on every seed, and the test split (reported) is read only there. A choice is kept as a GPU preset of configs/gpu.py,
+and the README's "On a GPU" rows follow it: they are the runs whose settings are exactly a preset's (`preset_of`
+names it; tests/test_config.py fails until such runs exist), so a new choice is one edit there.
 """
 
 import argparse
