@@ -168,14 +168,13 @@ def cleanup(info: DistInfo):
 def reduce_sums(values: dict, device) -> dict:
     """Sum each named number over ranks in one all-reduce: {name: float or one-element tensor} -> {name: float}.
     One read from the device, whatever the number of tensors (float() of each would be a host sync each on CUDA);
-    the same float64 values as float() of each."""
-    on_host = [k for k in values if not torch.is_tensor(values[k])]
-    on_device = [k for k in values if torch.is_tensor(values[k])]
-    parts = [torch.tensor([float(values[k]) for k in on_host], dtype=torch.float64).to(device, non_blocking=True)]
-    if on_device:
-        parts.append(torch.stack([values[k].to(device, torch.float64).reshape(()) for k in on_device]))
-    sums = dict(zip(on_host + on_device, all_reduce_sum(torch.cat(parts)).tolist()))
-    return {k: sums[k] for k in values}
+    the same float64 values as float() of each. A name may be a tensor on one rank and a float on another: each
+    name keeps its place in the order of `values`, the same on every rank, so the sums match name to name."""
+    host = torch.tensor([0.0 if torch.is_tensor(v) else float(v) for v in values.values()], dtype=torch.float64)
+    host = host.to(device, non_blocking=True)  # the floats in one copy, not one each
+    column = [v.to(device, torch.float64).reshape(()) if torch.is_tensor(v) else host[i]
+              for i, v in enumerate(values.values())]
+    return dict(zip(values, all_reduce_sum(torch.stack(column)).tolist())) if column else {}
 
 
 def print0(*args, every_rank: bool = False, **kwargs):

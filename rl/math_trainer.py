@@ -171,8 +171,9 @@ class MathRLTrainer:
         update = self.updater.no_step(self.learners, skipped=True) if broken else self.update(batch, targets)
         t_end = dist.clock(self.info.device)
         seconds = dict(update=t_end - t_update, step=t_end - t0)
-        self.finish_step(update["skipped"], broken)  # before the metrics, which report the step just taken as self.step
-        return self.metrics(first, batch, stats, update, sampled, seconds)  # 5.
+        s = self.step_sums(first, batch, stats, update, sampled)  # 5. the step's one read for its metrics...
+        self.finish_step(s["skipped"] > 0, broken)  # ...and the guard's skips; the metrics report the step taken
+        return self.metrics(s, stats, update, sampled, seconds)
 
     # ---- 1-2. sample and score (rl/rollout.py) ------------------------------------------------
     def sample(self, step: int):
@@ -259,9 +260,9 @@ class MathRLTrainer:
                             f"or check the rewards")
 
     # ---- 5. metrics ---------------------------------------------------------------------------
-    def metrics(self, first: Rollout, batch: Rollout, stats: dict, update: dict, sampled: RolloutStats,
-                seconds: dict) -> dict:
-        """The step's metrics (docs/configuration.md "Metrics" says what each means), summed over ranks by name."""
+    def step_sums(self, first: Rollout, batch: Rollout, stats: dict, update: dict, sampled: RolloutStats) -> dict:
+        """What the step's metrics are made of, summed over ranks by name: one all-reduce and one read of the device
+        (the update's statistics are still there), the guard's skipped optimizer steps among them."""
         G, env = self.config.rl_rollout_size, self.env
         first_mask = first.mask(env.end_token)
         # This rank's sums: one all-reduce below, and every share is taken of the sums (a mean of
@@ -274,8 +275,13 @@ class MathRLTrainer:
                  "estimate_sum": sampled.estimate_sum, "estimated": sampled.estimated,
                  **self.kl_measured(stats, update),
                  **{k: update[k] for k in UPDATE_SUMS}, **self.objective.local_sums(stats, update),
-                 **{f"reward/{k}": v.sum() for k, v in first.components.items()}}
-        s = dist.reduce_sums(local, self.info.device)
+                 **{f"reward/{k}": v.sum() for k, v in first.components.items()},
+                 # every rank holds the same gradients, so the same norm: rank 0's alone is summed
+                 "grad_norm": update["grad_norm"] if self.info.rank == 0 else 0.0, "skipped": update["skipped"]}
+        return dist.reduce_sums(local, self.info.device)
+
+    def metrics(self, s: dict, stats: dict, update: dict, sampled: RolloutStats, seconds: dict) -> dict:
+        """The step's metrics (docs/configuration.md "Metrics" says what each means) from its sums (step_sums)."""
         # per first-round answer (what the policy does, refills excluded), per optimizer step
         n, steps, step_seconds = stats["first_n"], max(update["optimizer_steps"], 1.0), seconds["step"]
         tokens = max(s["tokens"], 1.0)  # 0 when the update trained on nothing (no row kept, no pair formed)
@@ -296,7 +302,7 @@ class MathRLTrainer:
             "train/clip_low_frac": s["clip_low"] / tokens,
             "train/clip_high_frac": s["clip_high"] / tokens,
             "train/ratio_mean": s["ratio_sum"] / tokens,
-            "train/grad_norm": update["grad_norm"] / steps,  # not summed: all ranks hold the same gradients
+            "train/grad_norm": s["grad_norm"] / steps,
             "train/answer_tokens": s["answer_tokens"] / n,
             "train/groups_all_equal": s["groups_equal"] / s["groups"],
             "train/batch_answers": s["batch"],

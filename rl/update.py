@@ -8,8 +8,9 @@ One optimizer step, on every rank:
   2. Forward and backward rl_ga_steps micro-batches; DDP averages gradients on the last one only.
   3. Clip each learner's global gradient norm to grad_clip; if the loss or a norm is not finite on
      any rank, skip the step everywhere (the numerical guard); else AdamW steps.
-The host reads the device twice: every minibatch's counts first, and the statistics at the end (the guard's
-skips among them): on CUDA each read is a host sync, and an optimizer step has none.
+The host reads the device once: every minibatch's counts first (on CUDA each read is a host sync; an optimizer step
+has none). The statistics, the guard's skips among them, stay on the device for the trainer's one read of the
+metrics.
 The schedule (linear warmup, cosine decay: `lr_lambda`) follows RL steps, one `schedule` a step.
 
 With prefix_sharing, each micro-batch's forward reads each prompt once for its answers (model/gpt.py PromptGroups,
@@ -238,21 +239,22 @@ class Updater:
 
     def run(self, learners: list, data: UpdateBatch, loss_fn: LossFn, step: int, *, skip_zero=False) -> dict:
         """Every optimizer step of RL step `step`; returns the statistics summed over micro-batches and
-        steps (this rank's). skip_zero: rows whose advantage is exactly 0 are not forwarded (their
+        steps (this rank's): floats known on the host, and float64 tensors left on the device (the loss's, the
+        gradient norm, `skipped`: > 0 where the guard skipped a step), which the trainer reads with the step's
+        metrics, in one read. skip_zero: rows whose advantage is exactly 0 are not forwarded (their
         policy loss and gradient are 0; the normalisers still count them)."""
         # Nothing left on the parameters from elsewhere (a warm start's last backward) may join this step.
         for learner in learners:
             learner.optimizer.zero_grad(set_to_none=True)
         sums = self.no_step(learners, skipped=False)  # summed over micro-batches and optimizer steps
-        on_device = {}  # the loss's statistics, summed as float64 tensors: read once, below, not once each
+        on_device = {}  # the loss's statistics, summed as float64 tensors: not read here (a host sync each on CUDA)
         minibatches = [rows for order in self.minibatch_orders(step, len(data))  # a short batch need not divide
                        for rows in torch.tensor_split(order, self.config.ppo_minibatches)]
         for rows, counts, forwarded in zip(minibatches, *self.minibatch_counts(data, minibatches, skip_zero)):
             self.optimizer_step(learners, data, (rows, forwarded), counts, loss_fn, (sums, on_device))
-        if on_device:
-            for k, v in zip(on_device, torch.stack(list(on_device.values())).tolist()):
-                sums[k] += v
-        sums["skipped"] = sums.pop("skipped_steps", 0.0) > 0  # an optimizer step the guard skipped
+        for k, v in on_device.items():  # (a float already summed on the host comes first, as it always has)
+            sums[k] = sums[k] + v
+        sums["skipped"] = sums.pop("skipped_steps", 0.0)  # the optimizer steps the guard skipped
         return sums
 
     @staticmethod

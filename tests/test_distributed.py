@@ -8,7 +8,7 @@ import torch.distributed
 
 from helpers import assert_grads_close, capture_gradients, end_spawned_worker, make_trainer, run_ranks
 from rl.algorithms import ALGORITHMS
-from rl.dist import DistInfo
+from rl.dist import DistInfo, reduce_sums
 from rl.rollout import RolloutStats
 
 CASES = {name: dict(rl_algorithm=name) for name in ALGORITHMS}
@@ -112,3 +112,23 @@ def test_two_processes_take_the_one_process_gradient_for_every_algorithm(tmp_pat
 def CASES_STEPS(case: str) -> int:
     c = make_trainer(**CASES[case]).config
     return c.ppo_epochs * c.ppo_minibatches
+
+
+# ---- the metrics' sums: one all-reduce, name to name ---------------------------------------------
+def sums_worker(rank: int, store: str, out: str):
+    torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    try:  # a name may be a tensor on one rank and a float on another (rank 0's gradient norm alone, say)
+        values = {"a": torch.tensor(1.5) if rank == 0 else 0.25, "n": 3, "b": 2.0 if rank == 0 else torch.tensor(4.0),
+                  "c": torch.tensor([0.5 + rank])}
+        torch.save(reduce_sums(values, torch.device("cpu")), f"{out}.{rank}")
+        torch.distributed.barrier()
+    finally:
+        torch.distributed.destroy_process_group()
+    end_spawned_worker()
+
+
+def test_reduce_sums_adds_each_name_over_ranks_whatever_each_rank_holds_it_as(tmp_path):
+    run_ranks(sums_worker, (str(tmp_path / "store"), str(tmp_path / "sums")))
+    for rank in range(2):
+        sums = torch.load(f"{tmp_path / 'sums'}.{rank}")
+        assert sums == {"a": 1.75, "n": 6.0, "b": 6.0, "c": 2.0} and list(sums) == ["a", "n", "b", "c"], sums

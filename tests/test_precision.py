@@ -104,17 +104,17 @@ def test_reduce_sums_reads_the_device_once_and_gives_each_numbers_float():
 
 
 @pytest.mark.parametrize("overrides, once_a_step", [
-    (dict(), 4),  # the adder: problem replay, and dynamic sampling's refill round
-    (dict(config_name="MultiplierRLConfig"), 4),
-    (dict(prefix_sharing=True), 4),  # its prompt groups are made on the host, from the rows' indices
-    (dict(rl_algorithm="ppo_critic"), 5),  # and GAE's whitening, over all ranks
-    (dict(rl_algorithm="dpo"), 5),  # and the rewards, which pair answers on the host
+    (dict(), 3),  # the adder: problem replay, and dynamic sampling's refill round
+    (dict(config_name="MultiplierRLConfig"), 3),
+    (dict(prefix_sharing=True), 3),  # its prompt groups are made on the host, from the rows' indices
+    (dict(rl_algorithm="ppo_critic"), 4),  # and GAE's whitening, over all ranks
+    (dict(rl_algorithm="dpo"), 4),  # and the rewards, which pair answers on the host
 ])
 def test_an_rl_step_reads_the_device_once_a_round_and_a_few_times_a_step(overrides, once_a_step):
     # Each sampling round reads its groups' outcomes once (the problem sampler's, dynamic sampling's), and the step
-    # four times: the rewards' statistics, the update's normalisers, the update's statistics (the numerical guard's
-    # skips among them: it decides on the device) and the metrics; an optimizer step reads nothing. (The adder's
-    # step read 64 times.)
+    # three times: the rewards' statistics (the baseline), the update's normalisers (the minibatches' shapes) and,
+    # for logging, once: the metrics with the update's statistics (the numerical guard's skips among them: it
+    # decides on the device); an optimizer step reads nothing. (The adder's step read 64 times.)
     trainer = make_trainer(**overrides)
     trainer.train_step()  # the first step makes the critic and the reference
     modules = [trainer.model, *(learner.module for learner in trainer.learners)]
