@@ -246,14 +246,12 @@ class Updater:
         # Nothing left on the parameters from elsewhere (a warm start's last backward) may join this step.
         for learner in learners:
             learner.optimizer.zero_grad(set_to_none=True)
-        sums = self.no_step(learners, skipped=False)  # summed over micro-batches and optimizer steps
-        on_device = {}  # the loss's statistics, summed as float64 tensors: not read here (a host sync each on CUDA)
+        # summed over micro-batches and optimizer steps; the loss's statistics as float64 tensors, not read here
+        sums = self.no_step(learners, skipped=False)
         minibatches = [rows for order in self.minibatch_orders(step, len(data))  # a short batch need not divide
                        for rows in torch.tensor_split(order, self.config.ppo_minibatches)]
         for rows, counts, forwarded in zip(minibatches, *self.minibatch_counts(data, minibatches, skip_zero)):
-            self.optimizer_step(learners, data, (rows, forwarded), counts, loss_fn, (sums, on_device))
-        for k, v in on_device.items():  # (a float already summed on the host comes first, as it always has)
-            sums[k] = sums[k] + v
+            self.optimizer_step(learners, data, (rows, forwarded), counts, loss_fn, sums)
         sums["skipped"] = sums.pop("skipped_steps", 0.0)  # the optimizer steps the guard skipped
         return sums
 
@@ -289,11 +287,11 @@ class Updater:
         return counts, forwarded
 
     def optimizer_step(self, learners: list, data: UpdateBatch, rows: tuple, counts: dict, loss_fn: LossFn,
-                       sums: tuple):
+                       sums: dict):
         """One optimizer step of every learner on a minibatch, accumulated over rl_ga_steps micro-batches. rows:
         the minibatch's and those this rank forwards, on the host; counts: its normalisers (minibatch_counts);
-        sums: the statistics known on the host (floats), and the loss's, summed on the device (float64 tensors)."""
-        info, (sums, on_device), (rows, forwarded) = self.info, sums, rows
+        sums: the statistics, floats known on the host and the loss's float64 tensors on the device (add_sums)."""
+        info, (rows, forwarded) = self.info, rows
         if counts["rows"] == 0:  # nothing to learn from on any rank (dynamic sampling kept nothing, no pairs)
             return
         # max_len: seq-mean-token-sum-norm's constant A (Dr. GRPO), not the longest answer in this batch
@@ -305,7 +303,7 @@ class Updater:
         rows = forwarded.to(info.device, non_blocking=True)
         sums["optimizer_steps"] += 1
         if self.graphed:
-            return self.graphed_step(learners[0], data, rows, norm, loss_fn, on_device)
+            return self.graphed_step(learners[0], data, rows, norm, loss_fn, sums)
         # Always rl_ga_steps chunks, some perhaps empty: every rank runs as many forwards and backwards,
         # so DDP's gradient all-reduces pair up across ranks.
         chunks, loss_sum = torch.tensor_split(rows, self.config.rl_ga_steps), 0.0
@@ -327,17 +325,13 @@ class Updater:
                 (out.pop("loss") * info.world_size).backward()
             # (a float total, already read, is taken too)
             loss_sum = loss_sum + torch.as_tensor(out.pop("total"), dtype=torch.float64, device=info.device)
-            for k, v in out.items():  # added in the order a float each would have been: the same sums
-                if torch.is_tensor(v):
-                    on_device[k] = on_device.get(k, 0.0) + v.double()
-                else:
-                    sums[k] += float(v)
-        add_on_device(on_device, self.take_step(learners, loss_sum))
+            add_sums(sums, out)
+        add_sums(sums, self.take_step(learners, loss_sum))
 
     def graphed_step(self, learner: Learner, data: UpdateBatch, rows: torch.Tensor, norm: dict, loss_fn: LossFn,
-                     on_device: dict):
+                     sums: dict):
         """optimizer_step as a replayed CUDA graph (rl/graphs.py): the minibatch's rows (on the device) padded to
-        padded_rows (UpdateBatch.padded), one micro-batch, the policy alone; its statistics summed into on_device."""
+        padded_rows (UpdateBatch.padded), one micro-batch, the policy alone; its statistics added to sums."""
         if self.graphs is None:
             self.graphs = CapturedSteps(learner.optimizer)
         names = [name for name in data.tensors() if getattr(data, name) is not None]
@@ -349,7 +343,7 @@ class Updater:
             total = torch.as_tensor(out.pop("total"), dtype=torch.float64, device=self.info.device)
             return {**out, **self.take_step([learner], total)}
         numbers = {k: norm[k] for k in ("num_tokens", "num_sequences")}
-        add_on_device(on_device, self.graphs.step(step, tuple(getattr(part, name) for name in names), numbers))
+        add_sums(sums, self.graphs.step(step, tuple(getattr(part, name) for name in names), numbers))
 
     def take_step(self, learners: list, loss_sum: torch.Tensor) -> dict:
         """Clip, guard and step every learner, whatever the micro-batches accumulated (loss_sum: this rank's),
@@ -371,10 +365,11 @@ class Updater:
         return dict(skipped_steps=found_inf, grad_norm=norms[0])
 
 
-def add_on_device(on_device: dict, stats: dict):
-    """Add a step's statistics (tensors) to the sums kept on the device (float64), in their order."""
+def add_sums(sums: dict, stats: dict):
+    """Add a micro-batch's or a step's statistics to the step's sums, in their order: a tensor as float64 on the
+    device (not read: a host sync each on CUDA), a float on the host."""
     for k, v in stats.items():
-        on_device[k] = on_device.get(k, 0.0) + v.double()
+        sums[k] = sums[k] + (v.double() if torch.is_tensor(v) else float(v))
 
 
 def padded_rows(num_rows: int, most: int) -> int:
