@@ -153,6 +153,9 @@ ADVANTAGE_MODES = {
     "gae": None,  # per token, from a critic's values: compute_gae
     "token_zscore": None,  # per token, from each token's own correctness: token_group_zscore
 }
+# the modes whose advantages need statistics of the whole batch over all ranks before the update (the trainer reads
+# them then, not with the step's metrics); the baseline's is known from the steps before, but for the first step's
+READS_BATCH_STATISTICS = ("batch_zscore",)
 
 
 def compute_advantages(rewards: torch.Tensor, group_size: int, mode: str, *, baseline: float = None,

@@ -65,8 +65,8 @@ import torch
 from configs.base import BaseRLConfig
 from model.gpt import GPT, GPTConfig, autocast_dtype_for
 from rl import dist
-from rl.algorithms import (KL_PLACEMENT, compute_kl, group_all_equal, kl_reward_penalty, masked,
-                           policy_logprobs, update_baseline)
+from rl.algorithms import (KL_PLACEMENT, READS_BATCH_STATISTICS, compute_kl, group_all_equal, kl_reward_penalty,
+                           masked, policy_logprobs, update_baseline)
 from rl.errors import TrainingError  # (re-exported: from rl.math_trainer import TrainingError keeps working)
 from rl.evaluate import EvalResult, evaluate
 from rl.math_env import MathEnvironment
@@ -165,13 +165,14 @@ class MathRLTrainer:
         broken = dist.any_rank(sampled.nonfinite > 0, self.info.device)
         if not broken:
             self.observe_outcomes(sampled)  # every rank's groups teach the problem sampler, identically
-        targets, stats = self.advantages(first, batch, learn=not broken)  # 3. the objective's targets, the baseline
+        targets, stats = self.advantages(first, batch)  # 3. the objective's targets
         t_update = dist.clock(self.info.device)
         # 4. the objective's loss, every learner's optimizer steps
         update = self.updater.no_step(self.learners, skipped=True) if broken else self.update(batch, targets)
         t_end = dist.clock(self.info.device)
         seconds = dict(update=t_end - t_update, step=t_end - t0)
         s = self.step_sums(first, batch, stats, update, sampled)  # 5. the step's one read for its metrics...
+        self.move_baseline(stats, s, learn=not broken)  # ...its reward statistics (unless the advantages read them)...
         self.finish_step(s["skipped"] > 0, broken)  # ...and the guard's skips; the metrics report the step taken
         return self.metrics(s, stats, update, sampled, seconds)
 
@@ -190,35 +191,58 @@ class MathRLTrainer:
         self.problem_sampler.observe(keys, successes, self.config.rl_rollout_size, pairs)
 
     # ---- 3. advantages ----------------------------------------------------------------------
-    def advantages(self, first: Rollout, batch: Rollout, learn: bool = True):
+    def advantages(self, first: Rollout, batch: Rollout):
         """What the objective's loss needs of the batch's rewards (PolicyTargets or Pairs: see
-        rl/objectives.py), computed with the baseline from before this step, which then moves
-        towards this step's mean reward (unless learn=False); and the statistics the metrics report."""
+        rl/objectives.py), with the baseline from before this step; and what the metrics report. The reward
+        statistics over all ranks are read now only where the advantages need them (reads_reward_statistics),
+        else with the metrics (step_sums): one host sync less a step."""
         rewards, stats = batch.rewards, {}
         if self.kl_placement == "reward":  # k1: the KL to the reference is a penalty on the reward
             rewards, stats = self.kl_penalised_rewards(batch)
-        stats.update(self.reward_statistics(first, rewards))  # over all ranks, so the baseline agrees on each
-        # the advantages use the baseline from before this step (the first step's are centred, not all positive)...
-        stats["baseline_used"] = stats["mean_reward"] if self.baseline is None else self.baseline
-        targets = self.objective.targets(batch, rewards, stats)
-        if learn:  # ...which only then follows this step's mean reward (every objective reports it)
-            self.baseline = update_baseline(stats["baseline_used"], stats["mean_reward"], self.config.baseline_momentum)
-        return targets, stats
+        sums = self.reward_sums(first, rewards)
+        if self.reads_reward_statistics():
+            stats.update(self.reward_statistics(dist.reduce_sums(sums, self.info.device)))
+        else:
+            stats["reward_sums"] = sums  # summed over ranks and read with the metrics
+            if self.baseline is not None:
+                stats["baseline_used"] = self.baseline
+        return self.objective.targets(batch, rewards, stats), stats
 
-    def reward_statistics(self, first: Rollout, rewards: torch.Tensor) -> dict:
-        """Mean and spread of the first round's rewards (what the baseline follows) and of the batch's
-        (what batch_zscore normalises by), over all ranks in one all-reduce."""
+    def reads_reward_statistics(self) -> bool:
+        """Whether this step's advantages need the reward statistics of all ranks before the update: batch_zscore's
+        mean and std, and the baseline's start (the first step's advantages are centred on its own mean reward)."""
+        mode = self.config.advantage_mode
+        return mode in READS_BATCH_STATISTICS or (mode == "baseline" and self.baseline is None)
+
+    @staticmethod
+    def reward_sums(first: Rollout, rewards: torch.Tensor) -> dict:
+        """This rank's sums of the first round's rewards (what the baseline follows) and of the batch's (what
+        batch_zscore normalises by), summed over ranks by reduce_sums: tensors, so nothing is read yet."""
         # sums and sums of squares, not per-rank means: dynamic sampling and rft leave ranks batches of
         # different sizes, and a mean of means would weigh a small one like a full one
-        s = dist.reduce_sums({"first_sum": first.rewards.sum(), "first_sq": (first.rewards ** 2).sum(),
-                              "first_n": len(first), "sum": rewards.sum(), "sq": (rewards ** 2).sum(),
-                              "n": len(rewards)}, self.info.device)
+        return {"rewards.first_sum": first.rewards.sum(), "rewards.first_sq": (first.rewards ** 2).sum(),
+                "rewards.first_n": len(first), "rewards.sum": rewards.sum(), "rewards.sq": (rewards ** 2).sum(),
+                "rewards.n": len(rewards)}
+
+    def reward_statistics(self, s: dict) -> dict:
+        """Mean and spread of the first round's rewards and of the batch's, from reward_sums summed over ranks, and
+        the baseline the advantages use: the one from before this step, or on the first step its mean reward."""
+        first_n, n = s["rewards.first_n"], s["rewards.n"]
         # first_n is never 0 (every rank samples a first round) but the batch can be empty everywhere
         # (say rft with nothing right); batch_std is unbiased (n - 1), as torch.std is on one rank's batch
-        mean, batch_mean = s["first_sum"] / s["first_n"], s["sum"] / max(s["n"], 1.0)
-        return dict(mean_reward=mean, first_n=s["first_n"], batch_mean=batch_mean,
-                    batch_std=math.sqrt(max(s["sq"] - s["n"] * batch_mean ** 2, 0.0) / max(s["n"] - 1, 1.0)),
-                    reward_std=math.sqrt(max(s["first_sq"] / s["first_n"] - mean ** 2, 0.0)))
+        mean, batch_mean = s["rewards.first_sum"] / first_n, s["rewards.sum"] / max(n, 1.0)
+        return dict(mean_reward=mean, first_n=first_n, batch_mean=batch_mean,
+                    batch_std=math.sqrt(max(s["rewards.sq"] - n * batch_mean ** 2, 0.0) / max(n - 1, 1.0)),
+                    reward_std=math.sqrt(max(s["rewards.first_sq"] / first_n - mean ** 2, 0.0)),
+                    baseline_used=mean if self.baseline is None else self.baseline)
+
+    def move_baseline(self, stats: dict, s: dict, learn: bool):
+        """The reward statistics from the step's sums s, where the advantages did not read them first; then the
+        baseline follows this step's mean reward (unless learn=False: the step learnt nothing)."""
+        if "mean_reward" not in stats:
+            stats.update(self.reward_statistics(s))
+        if learn:  # every objective reports it
+            self.baseline = update_baseline(stats["baseline_used"], stats["mean_reward"], self.config.baseline_momentum)
 
     @torch.no_grad()
     def kl_penalised_rewards(self, batch: Rollout):
@@ -273,7 +297,7 @@ class MathRLTrainer:
                  "informative": stats["informative"], "batch": len(batch), "rounds": sampled.rounds,
                  "answers": sampled.answers, "drawn": sampled.drawn, "selected": sampled.selected,
                  "estimate_sum": sampled.estimate_sum, "estimated": sampled.estimated,
-                 **self.kl_measured(stats, update),
+                 **self.kl_measured(stats, update), **stats.get("reward_sums", {}),
                  **{k: update[k] for k in UPDATE_SUMS}, **self.objective.local_sums(stats, update),
                  **{f"reward/{k}": v.sum() for k, v in first.components.items()},
                  # every rank holds the same gradients, so the same norm: rank 0's alone is summed

@@ -99,9 +99,9 @@ class PolicyGradient:
     def advantages(self, rewards: torch.Tensor, stats: dict) -> torch.Tensor:
         c = self.config
         # the baseline from before this step; the batch's mean and std over all ranks, so batch_zscore
-        # scales every rank's rows alike
-        return compute_advantages(rewards, c.rl_rollout_size, c.advantage_mode, baseline=stats["baseline_used"],
-                                  batch_mean=stats["batch_mean"], batch_std=stats["batch_std"])
+        # scales every rank's rows alike (the trainer reads them first only for the modes that use them)
+        return compute_advantages(rewards, c.rl_rollout_size, c.advantage_mode, baseline=stats.get("baseline_used"),
+                                  batch_mean=stats.get("batch_mean"), batch_std=stats.get("batch_std"))
 
     def targets(self, batch: Rollout, rewards: torch.Tensor, stats: dict) -> PolicyTargets:
         targets = PolicyTargets(self.advantages(rewards, stats))

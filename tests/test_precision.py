@@ -104,19 +104,22 @@ def test_reduce_sums_reads_the_device_once_and_gives_each_numbers_float():
 
 
 @pytest.mark.parametrize("overrides, once_a_step", [
-    (dict(), 3),  # the adder: problem replay, and dynamic sampling's refill round
-    (dict(config_name="MultiplierRLConfig"), 3),
-    (dict(prefix_sharing=True), 3),  # its prompt groups are made on the host, from the rows' indices
-    (dict(rl_algorithm="ppo_critic"), 4),  # and GAE's whitening, over all ranks
-    (dict(rl_algorithm="dpo"), 4),  # and the rewards, which pair answers on the host
+    (dict(), 2),  # the adder: problem replay, and dynamic sampling's refill round
+    (dict(config_name="MultiplierRLConfig"), 2),
+    (dict(prefix_sharing=True), 2),  # its prompt groups are made on the host, from the rows' indices
+    (dict(rl_algorithm="reinforce"), 2),  # the baseline from the step before: known on the host
+    (dict(rl_algorithm="reinforce", advantage_mode="batch_zscore"), 3),  # and the batch's statistics, all ranks'
+    (dict(rl_algorithm="ppo_critic"), 3),  # and GAE's whitening, over all ranks
+    (dict(rl_algorithm="dpo"), 3),  # and the rewards, which pair answers on the host
 ])
 def test_an_rl_step_reads_the_device_once_a_round_and_a_few_times_a_step(overrides, once_a_step):
     # Each sampling round reads its groups' outcomes once (the problem sampler's, dynamic sampling's), and the step
-    # three times: the rewards' statistics (the baseline), the update's normalisers (the minibatches' shapes) and,
-    # for logging, once: the metrics with the update's statistics (the numerical guard's skips among them: it
-    # decides on the device); an optimizer step reads nothing. (The adder's step read 64 times.)
+    # twice: the update's normalisers (the minibatches' shapes) and, for logging, once: the metrics with the reward
+    # statistics (the baseline follows them after the read) and the update's statistics (the numerical guard's
+    # skips among them: it decides on the device); an optimizer step reads nothing. (The adder's step read 64
+    # times.)
     trainer = make_trainer(**overrides)
-    trainer.train_step()  # the first step makes the critic and the reference
+    trainer.train_step()  # the first step makes the critic and the reference, and sets the baseline
     modules = [trainer.model, *(learner.module for learner in trainer.learners)]
     with DeviceReads(*modules, *([trainer.ref_model] if trainer.ref_model is not None else [])) as reads:
         m = trainer.train_step()
@@ -124,6 +127,22 @@ def test_an_rl_step_reads_the_device_once_a_round_and_a_few_times_a_step(overrid
     assert m["train/batch_answers"] > 0 and m["train/skipped_steps"] == 0  # (it trained: every optimizer step ran)
     assert c.ppo_epochs * c.ppo_minibatches > 1 or overrides  # (the adder, the multiplier: two optimizer steps)
     assert sum(reads.sites.values()) == m["train/sampling_rounds"] + once_a_step, dict(reads.sites)
+
+
+def test_the_baselines_first_step_reads_the_reward_statistics_before_the_update_and_later_steps_do_not():
+    # the first step's advantages are centred on its own mean reward, over all ranks: read before the update; from
+    # then on the baseline is the step before's, a float on the host, and the mean reward is read with the metrics
+    trainer = make_trainer(rl_algorithm="reinforce")
+    counts, metrics = [], []
+    for step in range(2):
+        with DeviceReads(trainer.model) as reads:
+            metrics.append(trainer.train_step())
+        counts.append(sum(reads.sites.values()) - metrics[-1]["train/sampling_rounds"])
+    assert counts == [3, 2], counts
+    assert metrics[0]["train/advantage_baseline"] == metrics[0]["train/avg_reward"]  # the first step's own mean
+    assert metrics[1]["train/advantage_baseline"] == metrics[0]["train/baseline"]
+    m = trainer.config.baseline_momentum
+    assert metrics[1]["train/baseline"] == m * metrics[0]["train/baseline"] + (1 - m) * metrics[1]["train/avg_reward"]
 
 
 def test_a_loss_whose_total_is_a_float_takes_the_same_step():

@@ -6,8 +6,8 @@ its optimizer steps replayed from CUDA graphs (label "graphed": --rl_cuda_graphs
 The perf sweep's trainer (random weights, digit_match, bf16 autocast, CUDA graphs, matmul attention; rl/tools/perf.py)
 at 64 prompts x 8 answers, the presets' batch: the update alone on one fixed batch three times (median of at most 30
 calls each), then whole steps after the warm-up (median of at most 30). One JSON line each, with the label. Run for
-the tree before the change (e5829fa: 64 reads of the device a step, counted on the CPU) and after (5 since
-6b55ed3, 6 before), in turn.
+the tree before the change (e5829fa: 64 reads of the device a step, counted on the CPU) and after (4 since the
+rewards' statistics are read with the metrics, 5 since 6b55ed3, 6 before), in turn.
 """
 import json
 import sys
