@@ -380,9 +380,9 @@ def compute_gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
     return advantages, masked(advantages + values, mask)
 
 
-def whiten(values: torch.Tensor, mask: torch.Tensor, mean: float, std: float) -> torch.Tensor:
+def whiten(values: torch.Tensor, mask: torch.Tensor, mean, std) -> torch.Tensor:
     """(x - mean) / (std + 1e-8) on the masked positions, 0 elsewhere; pass the batch's statistics
-    over all ranks (Huang et al. 2024: advantages are whitened over the whole batch)."""
+    over all ranks (Huang et al. 2024: advantages are whitened over the whole batch), floats or 0-dim tensors."""
     return masked((values - mean) / (std + 1e-8), mask)
 
 

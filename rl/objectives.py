@@ -23,7 +23,6 @@ ObjectiveSettings: the settings of what the update optimises (rl_algorithm, its 
 the fix for one the chosen objective would ignore, and the rows a step's minibatches split.
 """
 
-import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -260,13 +259,15 @@ class ActorCritic(PolicyGradient):
         advantages, returns = compute_gae(token_rewards(rewards, mask), values, mask, c.gamma, c.gae_lambda)
         errors = masked(returns - values, mask)  # what the critic misses, for its explained variance
         # sums and squares over all ranks: advantages are whitened with the whole batch's mean and std
-        # (Huang et al. 2024), the same on every rank whatever its share
-        s = dist.reduce_sums({"n": mask.sum(), "sum_a": advantages.sum(), "sum_a2": (advantages ** 2).sum(),
-                              "sum_r": returns.sum(), "sum_r2": (returns ** 2).sum(), "sum_e": errors.sum(),
-                              "sum_e2": (errors ** 2).sum()}, self.info.device)
-        n = max(s["n"], 1.0)
-        mean, std = s["sum_a"] / n, math.sqrt(max(s["sum_a2"] / n - (s["sum_a"] / n) ** 2, 0.0))
-        stats["explained_variance"] = explained_variance(s)
+        # (Huang et al. 2024), the same on every rank whatever its share; in float64 on the device, nothing read
+        n, sum_a, sum_a2 = dist.all_reduce_sum(torch.stack([t.to(torch.float64) for t in (
+            mask.sum(), advantages.sum(), (advantages ** 2).sum())]))
+        n = n.clamp(min=1.0)
+        mean, std = sum_a / n, torch.sqrt(torch.clamp(sum_a2 / n - (sum_a / n) ** 2, min=0.0))
+        # the explained variance's sums are read with the metrics (local_sums)
+        stats["explained"] = {"explained.n": mask.sum(), "explained.sum_r": returns.sum(),
+                              "explained.sum_r2": (returns ** 2).sum(), "explained.sum_e": errors.sum(),
+                              "explained.sum_e2": (errors ** 2).sum()}
         advantages = whiten(advantages, mask, mean, std)
         stats["informative"] = (advantages != 0).any(dim=1).sum()
         return PolicyTargets(advantages, returns=returns, old_values=values)  # old: the clipped value loss's anchor
@@ -285,9 +286,13 @@ class ActorCritic(PolicyGradient):
         out["total"] = out["loss"].detach()  # the guard checks both losses
         return out
 
+    def local_sums(self, stats: dict, update: dict) -> dict:
+        return {**super().local_sums(stats, update), **stats["explained"]}
+
     def metrics(self, s: dict, stats: dict, steps: float) -> dict:
+        explained = {k.removeprefix("explained."): v for k, v in s.items() if k.startswith("explained.")}
         return {"train/value_loss": s["value_loss"] / steps,
-                "train/explained_variance": stats["explained_variance"],
+                "train/explained_variance": explained_variance(explained),
                 "train/value_clip_frac": s["value_clipped"] / max(s["tokens"], 1.0)}
 
     def state_dict(self) -> dict:

@@ -374,6 +374,16 @@ def test_whitening_uses_the_statistics_it_is_given_and_leaves_padding_at_zero():
     assert torch.allclose(whiten(x, m, mean=2.0, std=1.0), torch.tensor([[-1.0, 1.0, 0.0]]), atol=1e-6)
 
 
+def test_whitening_by_float64_device_scalars_equals_whitening_by_floats_bit_for_bit():
+    # ppo_critic whitens by statistics summed on the device (no read): the same float32 advantages as the floats read
+    g = torch.Generator().manual_seed(0)
+    x, m = torch.randn(16, 7, generator=g), torch.rand(16, 7, generator=g) > 0.2
+    mean, std = torch.tensor(0.1234567890123, dtype=torch.float64), torch.tensor(1.3579246801357, dtype=torch.float64)
+    got, expected = whiten(x, m, mean, std), whiten(x, m, float(mean), float(std))
+    assert got.dtype == torch.float32 and torch.equal(got, expected)
+    assert not torch.equal(got, whiten(x, m, float(mean) + 1e-6, float(std)))  # (a mean 1e-6 off is seen)
+
+
 def test_clipped_value_loss_by_hand_both_ways():
     old, ret = torch.tensor([[0.0, 0.0, 0.0]]), torch.tensor([[1.0, -1.0, 1.0]])
     values = torch.tensor([[0.5, 0.5, 0.1]], requires_grad=True)

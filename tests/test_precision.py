@@ -109,7 +109,7 @@ def test_reduce_sums_reads_the_device_once_and_gives_each_numbers_float():
     (dict(prefix_sharing=True), 2),  # its prompt groups are made on the host, from the rows' indices
     (dict(rl_algorithm="reinforce"), 2),  # the baseline from the step before: known on the host
     (dict(rl_algorithm="reinforce", advantage_mode="batch_zscore"), 3),  # and the batch's statistics, all ranks'
-    (dict(rl_algorithm="ppo_critic"), 3),  # and GAE's whitening, over all ranks
+    (dict(rl_algorithm="ppo_critic"), 2),  # GAE's whitening over all ranks: summed on the device, nothing read
     (dict(rl_algorithm="dpo"), 3),  # and the rewards, which pair answers on the host
 ])
 def test_an_rl_step_reads_the_device_once_a_round_and_a_few_times_a_step(overrides, once_a_step):
