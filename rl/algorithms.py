@@ -153,8 +153,8 @@ ADVANTAGE_MODES = {
     "gae": None,  # per token, from a critic's values: compute_gae
     "token_zscore": None,  # per token, from each token's own correctness: token_group_zscore
 }
-# the modes whose advantages need statistics of the whole batch over all ranks before the update (the trainer reads
-# them then, not with the step's metrics); the baseline's is known from the steps before, but for the first step's
+# the modes whose advantages need the whole batch's statistics over all ranks before the update: the trainer reads
+# them then, not with the step's metrics (baseline's moving average needs them first only on the first step)
 READS_BATCH_STATISTICS = ("batch_zscore",)
 
 

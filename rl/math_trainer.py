@@ -202,10 +202,8 @@ class MathRLTrainer:
         sums = self.reward_sums(first, rewards)
         if self.reads_reward_statistics():
             stats.update(self.reward_statistics(dist.reduce_sums(sums, self.info.device)))
-        else:
-            stats["reward_sums"] = sums  # summed over ranks and read with the metrics
-            if self.baseline is not None:
-                stats["baseline_used"] = self.baseline
+        else:  # summed over ranks and read with the metrics (move_baseline); the baseline is the step before's
+            stats.update(reward_sums=sums, baseline_used=self.baseline)  # (None on a first step, until that read)
         return self.objective.targets(batch, rewards, stats), stats
 
     def reads_reward_statistics(self) -> bool:

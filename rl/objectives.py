@@ -260,12 +260,13 @@ class ActorCritic(PolicyGradient):
         errors = masked(returns - values, mask)  # what the critic misses, for its explained variance
         # sums and squares over all ranks: advantages are whitened with the whole batch's mean and std
         # (Huang et al. 2024), the same on every rank whatever its share; in float64 on the device, nothing read
+        tokens = mask.sum()
         n, sum_a, sum_a2 = dist.all_reduce_sum(torch.stack([t.to(torch.float64) for t in (
-            mask.sum(), advantages.sum(), (advantages ** 2).sum())]))
+            tokens, advantages.sum(), (advantages ** 2).sum())]))
         n = n.clamp(min=1.0)
         mean, std = sum_a / n, torch.sqrt(torch.clamp(sum_a2 / n - (sum_a / n) ** 2, min=0.0))
         # the explained variance's sums are read with the metrics (local_sums)
-        stats["explained"] = {"explained.n": mask.sum(), "explained.sum_r": returns.sum(),
+        stats["explained"] = {"explained.n": tokens, "explained.sum_r": returns.sum(),
                               "explained.sum_r2": (returns ** 2).sum(), "explained.sum_e": errors.sum(),
                               "explained.sum_e2": (errors ** 2).sum()}
         advantages = whiten(advantages, mask, mean, std)
