@@ -10,9 +10,10 @@
 # .old_tree: mkdir .old_tree && git archive e5829fa rl model configs | tar -x -C .old_tree); then the sweep (with
 # --rl_cuda_graphs and --prefix_sharing rows, the latter eager and compiled, and sampling with the decode's cached passes
 # compiled inside its graph, with and without --prefix_sharing).
-# Its Python ran on the CPU under the device's torch, 2.11.0+cu130, at 0f53af8 (the pytest suite, session7_probe.py
-# at 4 prompts on both trees, session7_other.py at 64, the perf sweep at 2). Since then the trainer's fewer reads
-# (1786cd4, 68c6ae4, 0d9d96a) ran on the CPU under torch 2.13 only (the suite; session7_probe.py at 4 prompts at HEAD).
+# Its Python ran on the CPU under the device's torch, 2.11.0+cu130 (PyPI's wheel in a venv), at 2ca51d7, the trainer's
+# fewer reads included: the pytest suite (775 passed, 21 CUDA-only skipped), session7_probe.py at 4 prompts on both
+# trees, session7_other.py at 4, the perf sweep at 2, and the benchmark with this script's adder settings, scaled
+# down, with --rl_cuda_graphs and with --prefix_sharing.
 #   bash results/gpu/session7.sh          # about 10 minutes on an H200 (run it with timeout_s=590: the sweep last, what
 #                                         # the limit cuts; every stage before it is saved as it ends)
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
